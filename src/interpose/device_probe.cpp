@@ -1,0 +1,131 @@
+#include "interpose/device_probe.h"
+
+#include "interpose/capture.h"
+#include "report/model.h"
+
+#include <cstdio>
+#include <new>
+
+namespace oomscope::interpose {
+namespace {
+
+template <class Fn>
+Fn driverFn(const char* name)
+{
+    return reinterpret_cast<Fn>(auxFunction(Family::Driver, name));
+}
+
+std::string uuidString(const CUuuid& uuid)
+{
+    // The form nvidia-smi prints: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+    char buf[64];
+    const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+    std::snprintf(buf, sizeof(buf), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                  b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return buf;
+}
+
+} // namespace
+
+DriverDeviceProbe& DriverDeviceProbe::instance()
+{
+    static DriverDeviceProbe* probe = new DriverDeviceProbe();  // leaked: used at exit
+    return *probe;
+}
+
+std::vector<report::Device> DriverDeviceProbe::probeDevices()
+{
+    std::vector<report::Device> devices;
+    const auto getCount = driverFn<CUresult (*)(int*)>("cuDeviceGetCount");
+    const auto getDevice = driverFn<CUresult (*)(CUdevice*, int)>("cuDeviceGet");
+    const auto getName = driverFn<CUresult (*)(char*, int, CUdevice)>("cuDeviceGetName");
+    const auto getUuid = driverFn<CUresult (*)(CUuuid*, CUdevice)>("cuDeviceGetUuid_v2");
+    const auto totalMem = driverFn<CUresult (*)(size_t*, CUdevice)>("cuDeviceTotalMem_v2");
+    const auto driverVersion = driverFn<CUresult (*)(int*)>("cuDriverGetVersion");
+    const auto ctxGetCurrent = driverFn<CUresult (*)(CUcontext*)>("cuCtxGetCurrent");
+    const auto ctxGetDevice = driverFn<CUresult (*)(CUdevice*)>("cuCtxGetDevice");
+    const auto primaryState = driverFn<CUresult (*)(CUdevice, unsigned*, int*)>("cuDevicePrimaryCtxGetState");
+    const auto primaryRetain = driverFn<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain");
+    const auto primaryRelease = driverFn<CUresult (*)(CUdevice)>("cuDevicePrimaryCtxRelease_v2");
+    const auto ctxPush = driverFn<CUresult (*)(CUcontext)>("cuCtxPushCurrent_v2");
+    const auto ctxPop = driverFn<CUresult (*)(CUcontext*)>("cuCtxPopCurrent_v2");
+    const auto memGetInfo = driverFn<CUresult (*)(size_t*, size_t*)>("cuMemGetInfo_v2");
+    int count = 0;
+    if (!getCount || getCount(&count) != CUDA_SUCCESS || count <= 0)
+        return devices;
+
+    int driver = 0;
+    const bool haveDriver = driverVersion && driverVersion(&driver) == CUDA_SUCCESS;
+    int runtime = 0;
+    using RuntimeVersionFn = cudaError_t (*)(int*);
+    const auto runtimeVersion = reinterpret_cast<RuntimeVersionFn>(auxFunction(Family::Runtime, "cudaRuntimeGetVersion"));
+    const bool haveRuntime = runtimeVersion && runtimeVersion(&runtime) == cudaSuccess;
+
+    CUcontext current = nullptr;
+    CUdevice currentDevice = -1;
+    if (ctxGetCurrent && ctxGetCurrent(&current) == CUDA_SUCCESS && current && ctxGetDevice)
+        ctxGetDevice(&currentDevice);
+
+    for (int i = 0; i < count; ++i) {
+        CUdevice dev = 0;
+        if (!getDevice || getDevice(&dev, i) != CUDA_SUCCESS)
+            continue;
+        report::Device d;
+        d.index = i;
+        char name[256] = {};
+        if (getName && getName(name, sizeof(name) - 1, dev) == CUDA_SUCCESS)
+            d.name = name;
+        CUuuid uuid{};
+        if (getUuid && getUuid(&uuid, dev) == CUDA_SUCCESS)
+            d.uuid = uuidString(uuid);
+        size_t total = 0;
+        if (totalMem && totalMem(&total, dev) == CUDA_SUCCESS)
+            d.totalBytes = total;
+        if (haveDriver)
+            d.driverVersion = driver;
+        if (haveRuntime)
+            d.runtimeVersion = runtime;
+
+        size_t freeBytes = 0, totalBytes = 0;
+        if (dev == currentDevice && memGetInfo) {
+            if (memGetInfo(&freeBytes, &totalBytes) == CUDA_SUCCESS)
+                d.freeBytes = freeBytes;
+        } else if (primaryState && primaryRetain && primaryRelease && ctxPush && ctxPop && memGetInfo) {
+            unsigned flags = 0;
+            int active = 0;
+            CUcontext ctx = nullptr;
+            // Only an active primary context: retaining an inactive one would create it.
+            if (primaryState(dev, &flags, &active) == CUDA_SUCCESS && active &&
+                primaryRetain(&ctx, dev) == CUDA_SUCCESS) {
+                if (ctxPush(ctx) == CUDA_SUCCESS) {
+                    if (memGetInfo(&freeBytes, &totalBytes) == CUDA_SUCCESS)
+                        d.freeBytes = freeBytes;
+                    CUcontext popped = nullptr;
+                    ctxPop(&popped);
+                }
+                primaryRelease(dev);
+            }
+        }
+        devices.push_back(std::move(d));
+    }
+    return devices;
+}
+
+std::string DriverDeviceProbe::errorName(ApiId api, int error)
+{
+    const char* name = nullptr;
+    if (familyOfApi(api) == Family::Runtime) {
+        using Fn = const char* (*)(cudaError_t);
+        if (auto fn = reinterpret_cast<Fn>(auxFunction(Family::Runtime, "cudaGetErrorName")))
+            name = fn(static_cast<cudaError_t>(error));
+    } else {
+        using Fn = CUresult (*)(CUresult, const char**);
+        if (auto fn = reinterpret_cast<Fn>(auxFunction(Family::Driver, "cuGetErrorName"))) {
+            if (fn(static_cast<CUresult>(error), &name) != CUDA_SUCCESS)
+                name = nullptr;
+        }
+    }
+    return name ? std::string(name) : std::string();
+}
+
+} // namespace oomscope::interpose

@@ -1,0 +1,18 @@
+// Device facts at a trigger, asked of the driver already loaded in the process (libcuda.so.1
+// opened with RTLD_NOLOAD: we never load or initialise CUDA ourselves). Free memory is read
+// only where a context already exists, so a report never creates a context on an idle GPU.
+// Dump time only; any thread.
+#pragma once
+
+#include "record/recorder.h"
+
+namespace oomscope::interpose {
+
+class DriverDeviceProbe : public record::DeviceProbe {
+public:
+    static DriverDeviceProbe& instance();
+    std::vector<report::Device> probeDevices() override;
+    std::string errorName(ApiId api, int error) override;
+};
+
+} // namespace oomscope::interpose

@@ -1,0 +1,179 @@
+// Finding the real functions behind our wrappers, and the loader's own dlsym.
+//
+// RTLD_NEXT alone is not enough: PyTorch and JAX load the CUDA libraries as dependencies of
+// Python extension modules opened with RTLD_LOCAL, which are not in the global scope that
+// RTLD_NEXT searches. So a miss falls back to the already loaded library by soname
+// (dlopen(RTLD_NOLOAD) never loads anything), then to any loaded object of that family.
+#include "interpose/hooks.h"
+
+#include "record/config.h"
+#include "record/module_map.h"
+
+#include <cstring>
+#include <link.h>
+#include <string>
+
+namespace oomscope::interpose {
+
+const HookInfo kHooks[kHookCount] = {
+#define OOMSCOPE_HOOK(family, name) {#name, Family::family},
+#include "interpose/hooked_functions.def"
+#undef OOMSCOPE_HOOK
+};
+
+std::atomic<void*> g_real[kHookCount];
+std::atomic<int> g_mode{0};
+thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+namespace {
+
+struct FamilyLibrary {
+    const char* const* sonames;
+    const char* prefix;  // basename prefix of any loaded object of the family
+};
+const char* const kRuntimeSonames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", nullptr};
+const char* const kDriverSonames[] = {"libcuda.so.1", "libcuda.so", nullptr};
+const char* const kLoaderSonames[] = {"libc.so.6", nullptr};
+
+FamilyLibrary libraryOf(Family family)
+{
+    switch (family) {
+    case Family::Runtime: return {kRuntimeSonames, "libcudart"};
+    case Family::Driver: return {kDriverSonames, "libcuda.so"};
+    case Family::Loader: return {kLoaderSonames, "libc.so"};
+    }
+    return {kLoaderSonames, "libc.so"};
+}
+
+std::atomic<void*> g_familyHandle[3];
+
+bool inOwnModule(const void* p)
+{
+    static const std::pair<uint64_t, uint64_t> own = record::moduleRangeOf(reinterpret_cast<const void*>(&inOwnModule));
+    const uint64_t a = reinterpret_cast<uint64_t>(p);
+    return a >= own.first && a < own.second;
+}
+
+using DlsymFn = void* (*)(void*, const char*);
+
+DlsymFn loaderDlsym()
+{
+    static const DlsymFn fn = [] {
+        for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
+            for (void* scope : {RTLD_NEXT, RTLD_DEFAULT}) {
+                void* p = dlvsym(scope, "dlsym", version);
+                if (p && !inOwnModule(p))
+                    return reinterpret_cast<DlsymFn>(p);
+            }
+        }
+        if (void* libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY)) {
+            for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
+                if (void* p = dlvsym(libc, "dlsym", version))
+                    return reinterpret_cast<DlsymFn>(p);
+            }
+        }
+        return static_cast<DlsymFn>(nullptr);
+    }();
+    return fn;
+}
+
+// dl_iterate_phdr: the first loaded object (not us) whose basename starts with prefix and
+// that defines name.
+void* searchLoadedObjects(const char* prefix, const char* name)
+{
+    struct Query {
+        const char* prefix;
+        const char* name;
+        void* result;
+    } q{prefix, name, nullptr};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) -> int {
+            auto* query = static_cast<Query*>(data);
+            const char* path = info->dlpi_name;
+            if (!path || !*path)
+                return 0;
+            const char* base = std::strrchr(path, '/');
+            base = base ? base + 1 : path;
+            if (std::strncmp(base, query->prefix, std::strlen(query->prefix)) != 0)
+                return 0;
+            void* handle = dlopen(path, RTLD_NOLOAD | RTLD_LAZY);
+            if (!handle)
+                return 0;
+            void* p = realDlsym(handle, query->name);
+            if (p && !inOwnModule(p)) {
+                query->result = p;
+                return 1;
+            }
+            return 0;
+        },
+        &q);
+    return q.result;
+}
+
+void* lookupInFamily(Family family, const char* name)
+{
+    if (void* handle = g_familyHandle[size_t(family)].load(std::memory_order_acquire)) {
+        if (void* p = realDlsym(handle, name); p && !inOwnModule(p))
+            return p;
+    }
+    const FamilyLibrary lib = libraryOf(family);
+    for (const char* const* soname = lib.sonames; *soname; ++soname) {
+        void* handle = dlopen(*soname, RTLD_NOLOAD | RTLD_LAZY);
+        if (!handle)
+            continue;
+        if (void* p = realDlsym(handle, name); p && !inOwnModule(p)) {
+            void* expected = nullptr;
+            g_familyHandle[size_t(family)].compare_exchange_strong(expected, handle);
+            return p;
+        }
+    }
+    return searchLoadedObjects(lib.prefix, name);
+}
+
+} // namespace
+
+void* realDlsym(void* handle, const char* name) noexcept
+{
+    const DlsymFn fn = loaderDlsym();
+    return fn ? fn(handle, name) : nullptr;
+}
+
+bool readMode() noexcept
+{
+    const bool disabled = record::Config::get().disabled;
+    g_mode.store(disabled ? 2 : 1, std::memory_order_relaxed);
+    return !disabled;
+}
+
+void* resolveReal(HookId id) noexcept
+{
+    const HookInfo& info = kHooks[size_t(id)];
+    void* p = realDlsym(RTLD_NEXT, info.name);
+    if (!p || inOwnModule(p))
+        p = lookupInFamily(info.family, info.name);
+    if (p)
+        g_real[size_t(id)].store(p, std::memory_order_release);
+    return p;
+}
+
+void* auxFunction(Family family, const char* name) noexcept
+{
+    // Prefer the very library our resolved hooks came from: with two copies of a CUDA library
+    // loaded, our own queries must go to the one the program uses.
+    if (!g_familyHandle[size_t(family)].load(std::memory_order_acquire)) {
+        for (size_t i = 0; i < kHookCount; ++i) {
+            void* real = g_real[i].load(std::memory_order_acquire);
+            Dl_info dl{};
+            if (kHooks[i].family != family || !real || !dladdr(real, &dl) || !dl.dli_fname)
+                continue;
+            if (void* handle = dlopen(dl.dli_fname, RTLD_NOLOAD | RTLD_LAZY)) {
+                void* expected = nullptr;
+                g_familyHandle[size_t(family)].compare_exchange_strong(expected, handle);
+                break;
+            }
+        }
+    }
+    return lookupInFamily(family, name);
+}
+
+} // namespace oomscope::interpose

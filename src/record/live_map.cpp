@@ -1,0 +1,170 @@
+#include "record/live_map.h"
+
+#include "record/hash.h"
+
+#include <cstdlib>
+
+namespace oomscope::record {
+
+LiveMap::LiveMap() = default;
+
+LiveMap::~LiveMap()
+{
+    for (Shard& shard : m_shards)
+        std::free(shard.slots);
+}
+
+size_t LiveMap::shardOf(uint64_t address)
+{
+    // Allocations are aligned to at least 256 bytes (often 2 MiB): mix before taking bits.
+    return mix64(address) & (kShards - 1);
+}
+
+LiveAllocation* LiveMap::findSlot(const Shard& shard, uint64_t address) noexcept
+{
+    if (shard.capacity == 0)
+        return nullptr;
+    const size_t mask = shard.capacity - 1;
+    for (size_t i = (mix64(address) >> 6) & mask;; i = (i + 1) & mask) {
+        LiveAllocation* slot = &shard.slots[i];
+        if (slot->address == address)
+            return slot;
+        if (slot->address == 0)
+            return nullptr;
+    }
+}
+
+bool LiveMap::grow(Shard& shard) noexcept
+{
+    const size_t newCapacity = shard.capacity ? shard.capacity * 2 : 64;
+    auto* slots = static_cast<LiveAllocation*>(std::calloc(newCapacity, sizeof(LiveAllocation)));
+    if (!slots)
+        return false;
+    const size_t mask = newCapacity - 1;
+    for (size_t i = 0; i < shard.capacity; ++i) {
+        const LiveAllocation& old = shard.slots[i];
+        if (old.address == 0)
+            continue;
+        size_t j = (mix64(old.address) >> 6) & mask;
+        while (slots[j].address != 0)
+            j = (j + 1) & mask;
+        slots[j] = old;
+    }
+    std::free(shard.slots);
+    shard.slots = slots;
+    shard.capacity = newCapacity;
+    return true;
+}
+
+LiveMap::InsertResult LiveMap::insert(const LiveAllocation& entry, LiveAllocation* replaced) noexcept
+{
+    if (entry.address == 0)
+        return InsertResult::Refused;
+    Shard& shard = m_shards[shardOf(entry.address)];
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    if (LiveAllocation* slot = findSlot(shard, entry.address)) {
+        if (replaced)
+            *replaced = *slot;
+        *slot = entry;
+        return InsertResult::Replaced;
+    }
+    // Keep the load factor under 1/2: linear probing stays short.
+    if ((shard.used + 1) * 2 > shard.capacity && !grow(shard)) {
+        m_refused.fetch_add(1, std::memory_order_relaxed);
+        return InsertResult::Refused;
+    }
+    const size_t mask = shard.capacity - 1;
+    size_t i = (mix64(entry.address) >> 6) & mask;
+    while (shard.slots[i].address != 0)
+        i = (i + 1) & mask;
+    shard.slots[i] = entry;
+    ++shard.used;
+    m_size.fetch_add(1, std::memory_order_relaxed);
+    return InsertResult::Inserted;
+}
+
+std::optional<LiveAllocation> LiveMap::erase(uint64_t address) noexcept
+{
+    if (address == 0)
+        return std::nullopt;
+    Shard& shard = m_shards[shardOf(address)];
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    LiveAllocation* slot = findSlot(shard, address);
+    if (!slot)
+        return std::nullopt;
+    const LiveAllocation found = *slot;
+    // Backward-shift deletion: no tombstones, so lookups never slow down with churn.
+    const size_t mask = shard.capacity - 1;
+    size_t hole = size_t(slot - shard.slots);
+    for (size_t j = (hole + 1) & mask; shard.slots[j].address != 0; j = (j + 1) & mask) {
+        const size_t home = (mix64(shard.slots[j].address) >> 6) & mask;
+        // Move j into the hole if its home position is not in the cyclic range (hole, j].
+        const bool homeInRange = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (!homeInRange) {
+            shard.slots[hole] = shard.slots[j];
+            hole = j;
+        }
+    }
+    shard.slots[hole] = LiveAllocation{};
+    --shard.used;
+    m_size.fetch_sub(1, std::memory_order_relaxed);
+    return found;
+}
+
+std::optional<LiveAllocation> LiveMap::find(uint64_t address) const noexcept
+{
+    const Shard& shard = m_shards[shardOf(address)];
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    if (const LiveAllocation* slot = findSlot(shard, address))
+        return *slot;
+    return std::nullopt;
+}
+
+std::vector<LiveAllocation> LiveMap::snapshot() const
+{
+    std::vector<LiveAllocation> out;
+    out.reserve(size());
+    for (const Shard& shard : m_shards) {
+        std::lock_guard<std::mutex> lock(shard.mutex);
+        for (size_t i = 0; i < shard.capacity; ++i) {
+            if (shard.slots[i].address != 0)
+                out.push_back(shard.slots[i]);
+        }
+    }
+    return out;
+}
+
+size_t LiveMap::memoryBytes() const
+{
+    size_t bytes = sizeof(*this);
+    for (const Shard& shard : m_shards) {
+        std::lock_guard<std::mutex> lock(shard.mutex);
+        bytes += shard.capacity * sizeof(LiveAllocation);
+    }
+    return bytes;
+}
+
+void LiveMap::clear() noexcept
+{
+    for (Shard& shard : m_shards) {
+        std::lock_guard<std::mutex> lock(shard.mutex);
+        for (size_t i = 0; i < shard.capacity; ++i)
+            shard.slots[i] = LiveAllocation{};
+        m_size.fetch_sub(shard.used, std::memory_order_relaxed);
+        shard.used = 0;
+    }
+}
+
+void LiveMap::lockAll() noexcept
+{
+    for (Shard& shard : m_shards)
+        shard.mutex.lock();
+}
+
+void LiveMap::unlockAll() noexcept
+{
+    for (Shard& shard : m_shards)
+        shard.mutex.unlock();
+}
+
+} // namespace oomscope::record

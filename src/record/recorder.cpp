@@ -1,0 +1,516 @@
+#include "record/recorder.h"
+
+#include "record/backtrace.h"
+#include "record/config.h"
+#include "record/module_map.h"
+#include "record/process_info.h"
+#include "record/source_attribution.h"
+#include "record/symbolize.h"
+#include "record/triggers.h"
+#include "report/model.h"
+#include "report/report_file.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <cinttypes>
+#include <cstdio>
+#include <dlfcn.h>
+#include <map>
+#include <new>
+#include <set>
+#include <unistd.h>
+#include <unordered_map>
+
+#ifndef OOMSCOPE_VERSION
+#define OOMSCOPE_VERSION "0.0.0"
+#endif
+
+namespace oomscope::record {
+
+std::atomic<Recorder*> Recorder::s_instance{nullptr};
+
+const char* triggerKindName(TriggerKind kind)
+{
+    switch (kind) {
+    case TriggerKind::Oom: return "oom";
+    case TriggerKind::Exit: return "exit";
+    case TriggerKind::Signal: return "signal";
+    case TriggerKind::Request: return "request";
+    }
+    return "request";
+}
+
+namespace {
+
+std::string ownDirectory()
+{
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&ownDirectory), &info) && info.dli_fname) {
+        std::string path = info.dli_fname;
+        const size_t slash = path.rfind('/');
+        if (slash != std::string::npos)
+            return path.substr(0, slash);
+    }
+    return {};
+}
+
+std::string formatBytes(uint64_t bytes)
+{
+    char buf[64];
+    if (bytes >= (uint64_t(1) << 30))
+        std::snprintf(buf, sizeof(buf), "%.2f GiB", double(bytes) / double(uint64_t(1) << 30));
+    else if (bytes >= (uint64_t(1) << 20))
+        std::snprintf(buf, sizeof(buf), "%.2f MiB", double(bytes) / double(uint64_t(1) << 20));
+    else
+        std::snprintf(buf, sizeof(buf), "%" PRIu64 " bytes", bytes);
+    return buf;
+}
+
+} // namespace
+
+Recorder::Recorder()
+    : m_ringCapacity(Config::get().ringEvents), m_ring(m_ringCapacity), m_stackDepth(Config::get().stackDepth)
+{
+    m_apiNames[0].store("unknown", std::memory_order_relaxed);
+}
+
+Recorder* Recorder::start(void (*configure)(Recorder&))
+{
+    if (Recorder* r = get())
+        return r;
+    static std::mutex startMutex;
+    std::lock_guard<std::mutex> lock(startMutex);
+    if (Recorder* r = get())
+        return r;
+    // Leaked on purpose: hooks can run on other threads while the process exits.
+    auto* recorder = new (std::nothrow) Recorder();
+    if (!recorder)
+        return nullptr;
+    const auto range = moduleRangeOf(reinterpret_cast<const void*>(&Recorder::start));
+    recorder->setOwnModule(range.first, range.second);
+    const std::string dir = ownDirectory();
+    backtraceInit(dir.c_str());
+    if (configure)
+        configure(*recorder);
+    s_instance.store(recorder, std::memory_order_release);
+    installTriggers(*recorder);
+    return recorder;
+}
+
+void Recorder::setOwnModule(uint64_t begin, uint64_t end)
+{
+    m_ownBegin.store(begin, std::memory_order_relaxed);
+    m_ownEnd.store(end, std::memory_order_relaxed);
+}
+
+ApiId Recorder::registerApi(const char* name)
+{
+    std::lock_guard<std::mutex> lock(m_apiMutex);
+    const uint16_t count = m_apiCount.load(std::memory_order_relaxed);
+    for (uint16_t i = 1; i < count; ++i) {
+        if (std::strcmp(m_apiNames[i].load(std::memory_order_relaxed), name) == 0)
+            return ApiId(i);
+    }
+    if (count >= kMaxApis)
+        return ApiId();
+    m_apiNames[count].store(name, std::memory_order_release);
+    m_apiCount.store(uint16_t(count + 1), std::memory_order_release);
+    return ApiId(count);
+}
+
+const char* Recorder::apiName(ApiId id) const
+{
+    if (id.value() >= m_apiCount.load(std::memory_order_acquire))
+        return "unknown";
+    const char* name = m_apiNames[id.value()].load(std::memory_order_acquire);
+    return name ? name : "unknown";
+}
+
+StackId Recorder::captureStack() noexcept
+{
+    if (m_stackDepth <= 0)
+        return StackId();
+    constexpr int kOwnFramesMax = 16;
+    uint64_t frames[256 + kOwnFramesMax];
+    const int n = captureBacktrace(frames, m_stackDepth + kOwnFramesMax);
+    const uint64_t begin = m_ownBegin.load(std::memory_order_relaxed);
+    const uint64_t end = m_ownEnd.load(std::memory_order_relaxed);
+    int skip = 0;
+    while (skip < n && frames[skip] >= begin && frames[skip] < end)
+        ++skip;
+    const int count = std::min(n - skip, m_stackDepth);
+    return m_stacks.intern(frames + skip, uint32_t(count > 0 ? count : 0));
+}
+
+void Recorder::push(EventKind kind, const AllocRecord& alloc, int error) noexcept
+{
+    Event e;
+    e.timeNs = monotonicNs();
+    e.address = alloc.address;
+    e.size = alloc.size;
+    e.stream = alloc.stream;
+    e.stack = alloc.stack.value();
+    e.thread = currentThreadId();
+    e.error = int16_t(error);
+    e.api = alloc.api.value();
+    e.device = int8_t(alloc.device < 127 ? alloc.device : 127);
+    e.kind = kind;
+    e.memKind = alloc.kind;
+    m_ring.push(e);
+}
+
+void Recorder::addLive(int device, MemKind kind, int64_t delta) noexcept
+{
+    const int s = slot(device);
+    const int64_t now = m_liveBytes[s][size_t(kind)].fetch_add(delta, std::memory_order_relaxed) + delta;
+    if (kind == MemKind::Device && delta > 0) {
+        int64_t peak = m_peakDevice[s].load(std::memory_order_relaxed);
+        while (now > peak && !m_peakDevice[s].compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+        }
+    }
+}
+
+void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
+{
+    markProcessActive();
+    // A successful allocation ends an OOM episode: the program got past it.
+    if (m_inEpisode.load(std::memory_order_relaxed))
+        m_inEpisode.store(false, std::memory_order_relaxed);
+    LiveAllocation entry;
+    entry.address = alloc.address;
+    entry.size = alloc.size;
+    entry.timeNs = monotonicNs();
+    entry.stream = alloc.stream;
+    entry.stack = alloc.stack.value();
+    entry.api = alloc.api.value();
+    entry.device = int8_t(alloc.device < 127 ? alloc.device : 127);
+    entry.memKind = alloc.kind;
+    LiveAllocation replaced;
+    switch (m_live.insert(entry, &replaced)) {
+    case LiveMap::InsertResult::Replaced:
+        addLive(replaced.device, replaced.memKind, -int64_t(replaced.size));
+        [[fallthrough]];
+    case LiveMap::InsertResult::Inserted:
+        addLive(alloc.device, alloc.kind, int64_t(alloc.size));
+        break;
+    case LiveMap::InsertResult::Refused:
+        break;
+    }
+    push(EventKind::Alloc, alloc, 0);
+}
+
+bool Recorder::recordFree(ApiId api, uint64_t address, uint64_t stream, EventKind kind) noexcept
+{
+    const std::optional<LiveAllocation> found = m_live.erase(address);
+    if (!found) {
+        m_unknownFrees.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    markProcessActive();
+    addLive(found->device, found->memKind, -int64_t(found->size));
+    AllocRecord rec;
+    rec.api = api;
+    rec.kind = found->memKind;
+    rec.device = found->device;
+    rec.address = address;
+    rec.size = found->size;
+    rec.stream = stream;
+    rec.stack = StackId(found->stack);
+    push(kind, rec, 0);
+    return true;
+}
+
+void Recorder::recordFailure(const AllocRecord& alloc, int error, bool outOfMemory) noexcept
+{
+    markProcessActive();
+    push(EventKind::AllocFailed, alloc, error);
+    if (!outOfMemory)
+        return;
+    if (m_inEpisode.exchange(true, std::memory_order_acq_rel))
+        return;  // not the first failure of this episode
+    try {
+        TriggerInfo trigger;
+        trigger.kind = TriggerKind::Oom;
+        trigger.failed = alloc;
+        trigger.error = error;
+        dump(trigger);
+    } catch (...) {
+    }
+}
+
+void Recorder::recordMarker(EventKind kind, ApiId api, uint64_t value) noexcept
+{
+    AllocRecord rec;
+    rec.api = api;
+    rec.size = value;
+    push(kind, rec, 0);
+}
+
+uint64_t Recorder::liveBytes(int device, MemKind kind) const
+{
+    const int64_t v = m_liveBytes[slot(device)][size_t(kind)].load(std::memory_order_relaxed);
+    return v > 0 ? uint64_t(v) : 0;
+}
+
+void Recorder::lockAllForFork() noexcept
+{
+    m_dumpMutex.lock();
+    m_live.lockAll();
+    m_stacks.lockAll();
+}
+
+void Recorder::unlockAllAfterFork() noexcept
+{
+    m_stacks.unlockAll();
+    m_live.unlockAll();
+    m_dumpMutex.unlock();
+}
+
+std::vector<report::MemoryRow> Recorder::memoryRows(const std::vector<report::Device>& devices)
+{
+    std::map<int64_t, report::MemoryRow> rows;
+    auto rowFor = [&](int64_t device) -> report::MemoryRow& {
+        report::MemoryRow& row = rows[device];
+        row.device = device;
+        return row;
+    };
+    for (int s = 1; s <= kMaxDevices; ++s) {
+        const int device = s - 1;
+        bool any = m_peakDevice[s].load(std::memory_order_relaxed) > 0;
+        for (size_t k = 0; k < size_t(MemKind::Count); ++k)
+            any = any || m_liveBytes[s][k].load(std::memory_order_relaxed) != 0;
+        if (any)
+            rowFor(device);
+    }
+    for (const report::Device& d : devices) {
+        if (d.freeBytes)
+            rowFor(d.index);
+    }
+    for (auto& [device, row] : rows) {
+        const int s = slot(int(device));
+        for (size_t k = 0; k < size_t(MemKind::Count); ++k)
+            row.byKind[memKindName(MemKind(k))] = liveBytes(int(device), MemKind(k));
+        row.trackedBytes = liveBytes(int(device), MemKind::Device);
+        const int64_t peak = m_peakDevice[s].load(std::memory_order_relaxed);
+        row.peakTrackedBytes = std::max<uint64_t>(peak > 0 ? uint64_t(peak) : 0, row.trackedBytes);
+        for (const char* source : {"torch", "nccl", "cublas", "cudnn", "jax", "cupy", "other"})
+            row.bySource[source] = 0;
+    }
+    for (const report::Device& d : devices) {
+        auto it = rows.find(d.index);
+        if (it == rows.end() || !d.freeBytes || !d.totalBytes || *d.freeBytes > *d.totalBytes)
+            continue;
+        const uint64_t used = *d.totalBytes - *d.freeBytes;
+        it->second.untrackedBytes = used > it->second.trackedBytes ? used - it->second.trackedBytes : 0;
+    }
+    std::vector<report::MemoryRow> out;
+    for (auto& [device, row] : rows)
+        out.push_back(std::move(row));
+    return out;
+}
+
+report::Report Recorder::buildReport(const TriggerInfo& trigger)
+{
+    const Config& config = Config::get();
+    report::Report r;
+    r.tool.version = OOMSCOPE_VERSION;
+    r.tool.options["ring_events"] = std::to_string(m_ring.capacity());
+    r.tool.options["stack_depth"] = std::to_string(m_stackDepth);
+    r.tool.options["output_dir"] = config.outputDir.empty() ? "." : config.outputDir;
+    r.tool.options["exit_report"] = config.exitReport ? "1" : "0";
+
+    // Trigger.
+    r.trigger.kind = triggerKindName(trigger.kind);
+    r.trigger.timeNs = monotonicNs();
+    DeviceProbe* probe = m_probe.load(std::memory_order_acquire);
+    if (trigger.failed) {
+        const AllocRecord& f = *trigger.failed;
+        r.trigger.device = f.device;
+        r.trigger.requestedBytes = f.size;
+        r.trigger.api = apiName(f.api);
+        r.trigger.error = trigger.error;
+        r.trigger.errorName = probe ? probe->errorName(f.api, trigger.error) : "";
+        if (f.stack)
+            r.trigger.stack = f.stack.value();
+        r.trigger.message = r.trigger.api + " of " + formatBytes(f.size) + " failed on device " +
+                            std::to_string(f.device) + ": " +
+                            (r.trigger.errorName.empty() ? "error " + std::to_string(trigger.error) : r.trigger.errorName);
+    } else {
+        r.trigger.message = trigger.reason;
+    }
+
+    r.process = currentProcess();
+    if (probe)
+        r.devices = probe->probeDevices();
+
+    // Live memory: memory rows, sites.
+    const std::vector<LiveAllocation> live = m_live.snapshot();
+    r.memory = memoryRows(r.devices);
+
+    struct SiteKey {
+        uint32_t stack;
+        int device;
+        MemKind kind;
+        bool operator<(const SiteKey& o) const
+        {
+            return std::tie(stack, device, kind) < std::tie(o.stack, o.device, o.kind);
+        }
+    };
+    std::map<SiteKey, report::Site> sites;
+    for (const LiveAllocation& a : live) {
+        report::Site& site = sites[SiteKey{a.stack, a.device, a.memKind}];
+        if (site.count == 0) {
+            site.stack = a.stack;
+            site.device = a.device;
+            site.kind = memKindName(a.memKind);
+            site.firstNs = a.timeNs;
+        }
+        ++site.count;
+        site.bytes += a.size;
+        site.firstNs = std::min(site.firstNs, a.timeNs);
+        site.lastNs = std::max(site.lastNs, a.timeNs);
+    }
+    for (auto& [key, site] : sites)
+        r.sites.push_back(site);
+    std::sort(r.sites.begin(), r.sites.end(), [](const report::Site& a, const report::Site& b) {
+        return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;
+    });
+
+    // Timeline.
+    const RingBuffer::Snapshot snap = m_ring.snapshot();
+    r.timeline.capacity = m_ring.capacity();
+    r.timeline.pushed = snap.pushed;
+    r.timeline.dropped = snap.dropped;
+    r.timeline.rows.reserve(snap.events.size());
+    uint16_t kindIndex[size_t(EventKind::Count)];
+    for (size_t k = 0; k < size_t(EventKind::Count); ++k)
+        kindIndex[k] = r.timeline.intern(eventKindName(EventKind(k)));
+    std::unordered_map<uint16_t, uint16_t> apiIndex;
+    for (const Event& e : snap.events) {
+        report::TimelineRow row;
+        row.timeNs = e.timeNs;
+        row.kind = size_t(e.kind) < size_t(EventKind::Count) ? kindIndex[size_t(e.kind)] : r.timeline.intern("unknown");
+        row.device = e.device;
+        row.address = e.address;
+        row.size = e.size;
+        row.stream = e.stream;
+        auto it = apiIndex.find(e.api);
+        if (it == apiIndex.end())
+            it = apiIndex.emplace(e.api, r.timeline.intern(apiName(ApiId(e.api)))).first;
+        row.api = it->second;
+        row.stack = e.stack;
+        row.thread = e.thread;
+        row.error = e.error;
+        r.timeline.rows.push_back(row);
+    }
+
+    // Stacks referenced anywhere in the report, symbolized now.
+    std::set<uint32_t> referenced;
+    for (const report::Site& s : r.sites)
+        referenced.insert(s.stack);
+    for (const report::TimelineRow& row : r.timeline.rows)
+        referenced.insert(row.stack);
+    if (r.trigger.stack)
+        referenced.insert(*r.trigger.stack);
+    referenced.erase(0);
+
+    Symbolizer symbolizer(loadedModules());
+    std::map<int, uint32_t> moduleIds;  // symbolizer index → report id
+    std::unordered_map<uint32_t, std::string> sourceOfStack;
+    for (uint32_t id : referenced) {
+        report::Stack stack;
+        stack.id = id;
+        std::string source;
+        for (uint64_t pc : m_stacks.frames(StackId(id))) {
+            const ResolvedFrame resolved = symbolizer.resolve(pc);
+            report::Frame frame;
+            frame.kind = report::Frame::Kind::Native;
+            frame.offset = resolved.offset;
+            frame.symbol = resolved.symbol;
+            if (resolved.module >= 0) {
+                auto [it, inserted] = moduleIds.emplace(resolved.module, uint32_t(moduleIds.size() + 1));
+                frame.module = it->second;
+                const std::string& path = symbolizer.modules()[size_t(resolved.module)].path;
+                if (source.empty() && !isCudaModule(path))
+                    source = classifySource(path);
+            }
+            stack.frames.push_back(std::move(frame));
+        }
+        sourceOfStack[id] = source.empty() ? "other" : source;
+        r.stacks.push_back(std::move(stack));
+    }
+    for (const auto& [index, id] : moduleIds) {
+        const LoadedModule& m = symbolizer.modules()[size_t(index)];
+        r.modules.push_back(report::Module{id, m.path, m.buildId, m.base});
+    }
+    std::sort(r.modules.begin(), r.modules.end(), [](const report::Module& a, const report::Module& b) { return a.id < b.id; });
+
+    // Attribution by source: device memory only, so that it adds up to tracked bytes; the
+    // untracked residue (CUDA context, what capture could not see) completes the driver's view.
+    for (const LiveAllocation& a : live) {
+        if (a.memKind != MemKind::Device)
+            continue;
+        for (report::MemoryRow& row : r.memory) {
+            if (row.device == a.device) {
+                auto it = sourceOfStack.find(a.stack);
+                row.bySource[it == sourceOfStack.end() ? "other" : it->second] += a.size;
+            }
+        }
+    }
+    for (report::MemoryRow& row : r.memory) {
+        if (row.untrackedBytes)
+            row.bySource["untracked"] = *row.untrackedBytes;
+    }
+
+    // Capture.
+    r.capture.backends.push_back("interpose");
+    r.capture.eventsPushed = snap.pushed;
+    r.capture.eventsRecorded = snap.events.size();
+    r.capture.eventsDropped = snap.dropped;
+    r.capture.liveAllocations = live.size();
+    r.capture.distinctStacks = m_stacks.size();
+    r.capture.ringBytes = m_ring.memoryBytes();
+    r.capture.liveMapBytes = m_live.memoryBytes();
+    r.capture.stackTableBytes = m_stacks.memoryBytes();
+    r.capture.unknownFrees = m_unknownFrees.load(std::memory_order_relaxed);
+    r.capture.unwinder = unwinderName();
+    if (m_ring.memoryBytes() == 0)
+        r.capture.notes.push_back("the event ring could not be mapped: no timeline");
+    if (m_live.refused() > 0)
+        r.capture.notes.push_back(std::to_string(m_live.refused()) + " allocations could not enter the live map (out of memory)");
+    if (!probe)
+        r.capture.notes.push_back("no device probe: device facts unknown");
+    return r;
+}
+
+std::string Recorder::dump(const TriggerInfo& trigger)
+{
+    const Config& config = Config::get();
+    std::lock_guard<std::recursive_mutex> lock(m_dumpMutex);
+    std::string error;
+    try {
+        const report::Report report = buildReport(trigger);
+        std::string host = report.process.hostname.empty() ? "host" : report.process.hostname;
+        for (char& c : host) {
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
+                c = '_';
+        }
+        const std::string stem = "oomscope-" + host + "-" + std::to_string(getpid()) + "-" + report.trigger.kind;
+        const report::WriteResult written = report::writeReportFile(report, config.outputDir, stem);
+        if (written.ok) {
+            if (!config.quiet)
+                dprintf(2, "oomscope: %s report written to %s\n", report.trigger.kind.c_str(), written.path.c_str());
+            return written.path;
+        }
+        error = written.error;
+    } catch (const std::exception& e) {
+        error = e.what();
+    } catch (...) {
+        error = "unknown error";
+    }
+    dprintf(2, "oomscope: could not write the %s report: %s\n", triggerKindName(trigger.kind), error.c_str());
+    return {};
+}
+
+} // namespace oomscope::record

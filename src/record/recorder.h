@@ -1,0 +1,132 @@
+// The one surface that capture code calls. Owns the ring (timeline), the live map, the stack
+// table and the per-device counters, and turns them into a report at a trigger. Every record*
+// method is called from any thread, never throws, never blocks on I/O and never allocates
+// beyond amortised growth of its tables. dump() runs at triggers only.
+#pragma once
+
+#include "record/event.h"
+#include "record/ids.h"
+#include "record/live_map.h"
+#include "record/ring_buffer.h"
+#include "record/stack_table.h"
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oomscope::report {
+struct Device;
+struct MemoryRow;
+struct Report;
+} // namespace oomscope::report
+
+namespace oomscope::record {
+
+// What the capture layer knows that the recorder must not: how to ask the driver about devices
+// and how CUDA names its errors. Provided by src/interpose (record never calls capture).
+class DeviceProbe {
+public:
+    virtual ~DeviceProbe() = default;
+    virtual std::vector<report::Device> probeDevices() = 0;  // dump time
+    virtual std::string errorName(ApiId api, int error) = 0;  // dump time
+};
+
+enum class TriggerKind { Oom, Exit, Signal, Request };
+const char* triggerKindName(TriggerKind kind);
+
+struct AllocRecord {
+    ApiId api;
+    MemKind kind = MemKind::Device;
+    int device = -1;
+    uint64_t address = 0;
+    uint64_t size = 0;
+    uint64_t stream = 0;
+    StackId stack;
+};
+
+struct TriggerInfo {
+    TriggerKind kind = TriggerKind::Request;
+    std::string reason;          // free text: the signal name, the dump() argument…
+    std::optional<AllocRecord> failed;  // oom: the request that failed
+    int error = 0;
+};
+
+class Recorder {
+public:
+    static constexpr int kMaxDevices = 64;
+
+    // Null until start(). start() is idempotent and thread-safe; the first caller builds the
+    // recorder (ring mapping, unwinder) and installs the triggers.
+    static Recorder* get() { return s_instance.load(std::memory_order_acquire); }
+    // configure runs once, before the recorder is visible to other threads (API names, probe).
+    static Recorder* start(void (*configure)(Recorder&) = nullptr);
+
+    // API names, registered once by the capture layer (ids are stable for the process).
+    ApiId registerApi(const char* name);
+    const char* apiName(ApiId id) const;
+
+    void setDeviceProbe(DeviceProbe* probe) { m_probe.store(probe, std::memory_order_release); }
+    // The module of the capture layer: its frames are cut off the top of every stack.
+    void setOwnModule(uint64_t begin, uint64_t end);
+
+    StackId captureStack() noexcept;
+    void recordAlloc(const AllocRecord& alloc) noexcept;
+    // Records a free before the real free. Returns false (and records nothing) for an address
+    // that is not live: unknown frees pass through.
+    bool recordFree(ApiId api, uint64_t address, uint64_t stream, EventKind kind = EventKind::Free) noexcept;
+    // A failed allocation. An out-of-memory error starts an OOM episode: its first failure
+    // writes one report; failures until the next successful allocation belong to it.
+    void recordFailure(const AllocRecord& alloc, int error, bool outOfMemory) noexcept;
+    void recordMarker(EventKind kind, ApiId api, uint64_t value) noexcept;
+
+    // Writes a report now. Returns the path written, or empty (one notice on stderr).
+    std::string dump(const TriggerInfo& trigger);
+    // Builds the report without writing it (tests, and dump()).
+    report::Report buildReport(const TriggerInfo& trigger);
+
+    // fork() support: prepare takes every lock, parent/child release them.
+    void lockAllForFork() noexcept;
+    void unlockAllAfterFork() noexcept;
+
+    uint64_t liveBytes(int device, MemKind kind) const;
+    const LiveMap& liveMap() const { return m_live; }
+    const RingBuffer& ring() const { return m_ring; }
+    const StackTable& stacks() const { return m_stacks; }
+
+    Recorder();  // public for tests; production code uses start()
+
+private:
+    static std::atomic<Recorder*> s_instance;
+
+    void push(EventKind kind, const AllocRecord& alloc, int error) noexcept;
+    void addLive(int device, MemKind kind, int64_t delta) noexcept;
+    std::vector<report::MemoryRow> memoryRows(const std::vector<report::Device>& devices);
+
+    static int slot(int device) { return device >= 0 && device < kMaxDevices ? device + 1 : 0; }
+
+    const size_t m_ringCapacity;
+    RingBuffer m_ring;
+    LiveMap m_live;
+    StackTable m_stacks;
+    std::atomic<DeviceProbe*> m_probe{nullptr};
+    std::atomic<uint64_t> m_ownBegin{0};
+    std::atomic<uint64_t> m_ownEnd{0};
+    int m_stackDepth;
+
+    std::atomic<int64_t> m_liveBytes[kMaxDevices + 1][size_t(MemKind::Count)] = {};
+    std::atomic<int64_t> m_peakDevice[kMaxDevices + 1] = {};
+    std::atomic<uint64_t> m_unknownFrees{0};
+
+    static constexpr size_t kMaxApis = 256;
+    std::atomic<const char*> m_apiNames[kMaxApis] = {};
+    std::atomic<uint16_t> m_apiCount{1};
+    std::mutex m_apiMutex;
+
+    std::atomic<bool> m_inEpisode{false};
+    std::recursive_mutex m_dumpMutex;
+};
+
+} // namespace oomscope::record

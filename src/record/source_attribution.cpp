@@ -1,0 +1,48 @@
+#include "record/source_attribution.h"
+
+#include <cstring>
+
+namespace oomscope::record {
+namespace {
+
+std::string baseName(const std::string& path)
+{
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool startsWith(const std::string& s, const char* prefix)
+{
+    return s.compare(0, std::strlen(prefix), prefix) == 0;
+}
+
+} // namespace
+
+bool isCudaModule(const std::string& path)
+{
+    const std::string base = baseName(path);
+    return startsWith(base, "libcuda.so") || startsWith(base, "libcudart.so") || startsWith(base, "libcudart_static") ||
+           startsWith(base, "liboomscope");
+}
+
+const char* classifySource(const std::string& path)
+{
+    const std::string base = baseName(path);
+    if (startsWith(base, "libc10") || startsWith(base, "libtorch") || base == "_C.so" ||
+        path.find("/torch/") != std::string::npos)
+        return "torch";
+    if (startsWith(base, "libnccl"))
+        return "nccl";
+    if (startsWith(base, "libcublas"))
+        return "cublas";
+    if (startsWith(base, "libcudnn"))
+        return "cudnn";
+    if (path.find("jaxlib") != std::string::npos || path.find("jax_plugins") != std::string::npos ||
+        base.find("xla") != std::string::npos)
+        return "jax";
+    if (path.find("cupy") != std::string::npos)
+        return "cupy";
+    return "other";
+}
+
+} // namespace oomscope::record

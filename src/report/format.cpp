@@ -1,0 +1,102 @@
+#include "report/format.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+namespace oomscope::report {
+
+std::string formatBytes(uint64_t bytes)
+{
+    static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (bytes < 1024)
+        return std::to_string(bytes) + " B";
+    double value = double(bytes) / 1024.0;
+    size_t unit = 0;
+    while (value >= 1024.0 && unit + 1 < sizeof(units) / sizeof(units[0])) {
+        value /= 1024.0;
+        ++unit;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2f %s", value, units[unit]);
+    return buf;
+}
+
+std::string formatSignedBytes(int64_t bytes)
+{
+    if (bytes == 0)
+        return "0 B";
+    const uint64_t magnitude = bytes < 0 ? uint64_t(-(bytes + 1)) + 1 : uint64_t(bytes);
+    return (bytes < 0 ? "-" : "+") + formatBytes(magnitude);
+}
+
+std::string formatSeconds(uint64_t ns)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.3f s", double(ns) / 1e9);
+    return buf;
+}
+
+std::string formatHex(uint64_t value)
+{
+    char buf[24];
+    std::snprintf(buf, sizeof(buf), "0x%" PRIx64, value);
+    return buf;
+}
+
+std::string baseName(const std::string& path)
+{
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string truncateMiddle(const std::string& s, size_t max)
+{
+    if (s.size() <= max || max < 5)
+        return s;
+    const size_t head = (max - 3) * 2 / 3;
+    const size_t tail = max - 3 - head;
+    return s.substr(0, head) + "..." + s.substr(s.size() - tail);
+}
+
+TextTable::TextTable(std::vector<std::string> header, size_t leftColumns) : m_leftColumns(leftColumns)
+{
+    m_rows.push_back(std::move(header));
+}
+
+void TextTable::addRow(std::vector<std::string> row)
+{
+    m_rows.push_back(std::move(row));
+}
+
+std::string TextTable::render(const std::string& indent) const
+{
+    std::vector<size_t> widths;
+    for (const auto& row : m_rows) {
+        if (widths.size() < row.size())
+            widths.resize(row.size(), 0);
+        for (size_t i = 0; i < row.size(); ++i)
+            widths[i] = std::max(widths[i], row[i].size());
+    }
+    std::string out;
+    for (const auto& row : m_rows) {
+        std::string line = indent;
+        for (size_t i = 0; i < row.size(); ++i) {
+            const size_t pad = widths[i] - row[i].size();
+            const bool left = i < m_leftColumns;
+            if (i > 0)
+                line += "  ";
+            if (!left)
+                line.append(pad, ' ');
+            line += row[i];
+            if (left && i + 1 < row.size())
+                line.append(pad, ' ');
+        }
+        while (!line.empty() && line.back() == ' ')
+            line.pop_back();
+        out += line + "\n";
+    }
+    return out;
+}
+
+} // namespace oomscope::report

@@ -1,0 +1,502 @@
+#include "report/json_reader.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sys/stat.h>
+
+namespace oomscope::report {
+namespace {
+
+using Json = nlohmann::json;
+
+struct ReadError {
+    std::string message;
+};
+
+[[noreturn]] void failAt(const std::string& path, const std::string& what)
+{
+    throw ReadError{(path.empty() ? std::string("report") : path) + ": " + what};
+}
+
+const char* typeName(const Json& j)
+{
+    switch (j.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned: return "an integer";
+    case Json::value_t::number_float: return "a floating-point number";
+    default: return "an unknown value";
+    }
+}
+
+// A view of one JSON value with its path, for error messages like
+// "memory[0].tracked_bytes: expected an unsigned integer, got a string".
+class Value {
+public:
+    Value(const Json& j, std::string path) : m_j(j), m_path(std::move(path)) {}
+
+    const Json& json() const { return m_j; }
+    const std::string& path() const { return m_path; }
+
+    Value at(const char* key) const
+    {
+        expectObject();
+        auto it = m_j.find(key);
+        if (it == m_j.end())
+            failAt(child(key), "missing");
+        return Value(*it, child(key));
+    }
+    Value at(size_t index) const { return Value(m_j[index], m_path + "[" + std::to_string(index) + "]"); }
+    bool isNull() const { return m_j.is_null(); }
+
+    void expectObject() const
+    {
+        if (!m_j.is_object())
+            failAt(m_path, std::string("expected an object, got ") + typeName(m_j));
+    }
+    size_t arraySize() const
+    {
+        if (!m_j.is_array())
+            failAt(m_path, std::string("expected an array, got ") + typeName(m_j));
+        return m_j.size();
+    }
+
+    uint64_t u64() const
+    {
+        if (m_j.is_number_unsigned())
+            return m_j.get<uint64_t>();
+        if (m_j.is_number_integer() && m_j.get<int64_t>() >= 0)
+            return uint64_t(m_j.get<int64_t>());
+        failAt(m_path, std::string("expected an unsigned integer, got ") + describe());
+    }
+    uint32_t u32() const
+    {
+        const uint64_t v = u64();
+        if (v > UINT32_MAX)
+            failAt(m_path, "value " + std::to_string(v) + " out of range");
+        return uint32_t(v);
+    }
+    int64_t i64() const
+    {
+        if (m_j.is_number_integer() && !m_j.is_number_unsigned())
+            return m_j.get<int64_t>();
+        if (m_j.is_number_unsigned() && m_j.get<uint64_t>() <= uint64_t(INT64_MAX))
+            return int64_t(m_j.get<uint64_t>());
+        failAt(m_path, std::string("expected an integer, got ") + describe());
+    }
+    int32_t i32() const
+    {
+        const int64_t v = i64();
+        if (v < INT32_MIN || v > INT32_MAX)
+            failAt(m_path, "value " + std::to_string(v) + " out of range");
+        return int32_t(v);
+    }
+    std::string str() const
+    {
+        if (!m_j.is_string())
+            failAt(m_path, std::string("expected a string, got ") + typeName(m_j));
+        return m_j.get<std::string>();
+    }
+
+    std::optional<uint64_t> optU64() const { return isNull() ? std::nullopt : std::optional<uint64_t>(u64()); }
+    std::optional<uint32_t> optU32() const { return isNull() ? std::nullopt : std::optional<uint32_t>(u32()); }
+    std::optional<int64_t> optI64() const { return isNull() ? std::nullopt : std::optional<int64_t>(i64()); }
+    std::optional<std::string> optStr() const { return isNull() ? std::nullopt : std::optional<std::string>(str()); }
+
+    template <class Fn>
+    void forEach(Fn&& fn) const
+    {
+        const size_t n = arraySize();
+        for (size_t i = 0; i < n; ++i)
+            fn(at(i));
+    }
+
+private:
+    std::string child(const char* key) const { return m_path.empty() ? key : m_path + "." + key; }
+    std::string describe() const
+    {
+        if (m_j.is_number_float())
+            return "a number that is not an integer in range";
+        if (m_j.is_number_integer())
+            return "a negative integer";
+        return typeName(m_j);
+    }
+
+    const Json& m_j;
+    std::string m_path;
+};
+
+std::vector<std::string> readStrings(const Value& v)
+{
+    std::vector<std::string> out;
+    v.forEach([&](const Value& e) { out.push_back(e.str()); });
+    return out;
+}
+
+std::map<std::string, uint64_t> readCounts(const Value& v)
+{
+    v.expectObject();
+    std::map<std::string, uint64_t> out;
+    for (auto it = v.json().begin(); it != v.json().end(); ++it)
+        out[it.key()] = Value(it.value(), v.path() + "." + it.key()).u64();
+    return out;
+}
+
+MemoryRow readMemoryRow(const Value& v)
+{
+    MemoryRow row;
+    row.device = v.at("device").i64();
+    row.trackedBytes = v.at("tracked_bytes").u64();
+    row.peakTrackedBytes = v.at("peak_tracked_bytes").u64();
+    row.allocatedBytes = v.at("allocated_bytes").optU64();
+    row.reservedBytes = v.at("reserved_bytes").optU64();
+    row.fragmentedBytes = v.at("fragmented_bytes").optU64();
+    row.largestFreeBlockBytes = v.at("largest_free_block_bytes").optU64();
+    row.untrackedBytes = v.at("untracked_bytes").optU64();
+    row.bySource = readCounts(v.at("by_source"));
+    row.byKind = readCounts(v.at("by_kind"));
+    return row;
+}
+
+std::vector<MemoryRow> readMemoryRows(const Value& v)
+{
+    std::vector<MemoryRow> rows;
+    v.forEach([&](const Value& e) { rows.push_back(readMemoryRow(e)); });
+    return rows;
+}
+
+void readTimeline(const Value& v, Timeline* tl)
+{
+    const Value columns = v.at("columns");
+    const std::vector<std::string> names = readStrings(columns);
+    constexpr size_t kWidth = sizeof(Timeline::kColumns) / sizeof(Timeline::kColumns[0]);
+    if (names.size() != kWidth)
+        failAt(columns.path(), "expected " + std::to_string(kWidth) + " columns");
+    for (size_t i = 0; i < kWidth; ++i) {
+        if (names[i] != Timeline::kColumns[i])
+            failAt(columns.path() + "[" + std::to_string(i) + "]",
+                   "expected \"" + std::string(Timeline::kColumns[i]) + "\", got \"" + names[i] + "\"");
+    }
+    const Value rows = v.at("rows");
+    tl->rows.reserve(rows.arraySize());
+    rows.forEach([&](const Value& r) {
+        if (r.arraySize() != kWidth)
+            failAt(r.path(), "expected a row of " + std::to_string(kWidth) + " values");
+        TimelineRow row;
+        row.timeNs = r.at(size_t(0)).u64();
+        row.kind = tl->intern(r.at(1).str());
+        row.device = r.at(2).i32();
+        row.address = r.at(3).u64();
+        row.size = r.at(4).u64();
+        row.stream = r.at(5).u64();
+        row.api = tl->intern(r.at(6).str());
+        row.stack = r.at(7).u32();
+        row.thread = r.at(8).u32();
+        row.error = r.at(9).i32();
+        if (tl->names.size() > 60000)
+            failAt(r.path(), "too many distinct event and API names");
+        tl->rows.push_back(row);
+    });
+    tl->capacity = v.at("capacity").u64();
+    tl->pushed = v.at("pushed").u64();
+    tl->dropped = v.at("dropped").u64();
+}
+
+Frame readFrame(const Value& v)
+{
+    Frame f;
+    const std::string kind = v.at("kind").str();
+    if (kind == "python") {
+        f.kind = Frame::Kind::Python;
+        f.file = v.at("file").str();
+        f.line = v.at("line").u32();
+        f.function = v.at("function").str();
+    } else if (kind == "native") {
+        f.kind = Frame::Kind::Native;
+        f.module = v.at("module").optU32();
+        f.offset = v.at("offset").u64();
+        f.symbol = v.at("symbol").str();
+    } else {
+        failAt(v.path() + ".kind", "expected \"native\" or \"python\", got \"" + kind + "\"");
+    }
+    return f;
+}
+
+void readAll(const Value& root, Report* r)
+{
+    root.expectObject();
+    auto schemaIt = root.json().find("schema");
+    if (schemaIt == root.json().end())
+        throw ReadError{"not an oomscope report (no \"schema\" key)"};
+    if (!schemaIt->is_string() || schemaIt->get<std::string>() != kSchema)
+        throw ReadError{"unsupported schema " + schemaIt->dump() + " (this oomscope reads " + kSchema + ")"};
+    r->schema = kSchema;
+
+    const Value tool = root.at("tool");
+    r->tool.name = tool.at("name").str();
+    r->tool.version = tool.at("version").str();
+    const Value options = tool.at("options");
+    options.expectObject();
+    for (auto it = options.json().begin(); it != options.json().end(); ++it)
+        r->tool.options[it.key()] = Value(it.value(), options.path() + "." + it.key()).str();
+
+    const Value t = root.at("trigger");
+    r->trigger.kind = t.at("kind").str();
+    if (r->trigger.kind != "oom" && r->trigger.kind != "exit" && r->trigger.kind != "signal" && r->trigger.kind != "request")
+        failAt("trigger.kind", "expected oom, exit, signal or request, got \"" + r->trigger.kind + "\"");
+    r->trigger.timeNs = t.at("time_ns").u64();
+    r->trigger.device = t.at("device").optI64();
+    r->trigger.requestedBytes = t.at("requested_bytes").optU64();
+    r->trigger.api = t.at("api").str();
+    r->trigger.error = t.at("error").optI64();
+    r->trigger.errorName = t.at("error_name").str();
+    r->trigger.stack = t.at("stack").optU32();
+    r->trigger.framework = t.at("framework").optStr();
+    r->trigger.message = t.at("message").str();
+
+    const Value p = root.at("process");
+    r->process.pid = p.at("pid").i64();
+    r->process.ppid = p.at("ppid").i64();
+    r->process.hostname = p.at("hostname").str();
+    r->process.cmdline = readStrings(p.at("cmdline"));
+    r->process.cwd = p.at("cwd").str();
+    r->process.startUnixNs = p.at("start_time_unix_ns").u64();
+    r->process.startNs = p.at("start_time_ns").u64();
+    r->process.rank = p.at("rank").optI64();
+    r->process.localRank = p.at("local_rank").optI64();
+    r->process.worldSize = p.at("world_size").optI64();
+
+    root.at("devices").forEach([&](const Value& d) {
+        Device dev;
+        dev.index = d.at("index").i64();
+        dev.name = d.at("name").str();
+        dev.uuid = d.at("uuid").str();
+        dev.totalBytes = d.at("total_bytes").optU64();
+        dev.freeBytes = d.at("free_bytes").optU64();
+        dev.driverVersion = d.at("driver_version").optI64();
+        dev.runtimeVersion = d.at("runtime_version").optI64();
+        r->devices.push_back(std::move(dev));
+    });
+
+    r->memory = readMemoryRows(root.at("memory"));
+    const Value first = root.at("at_first_failure");
+    if (!first.isNull())
+        r->atFirstFailure = readMemoryRows(first);
+
+    root.at("segments").forEach([&](const Value& s) {
+        Segment seg;
+        seg.device = s.at("device").i64();
+        seg.address = s.at("address").u64();
+        seg.size = s.at("size").u64();
+        seg.kind = s.at("kind").str();
+        seg.stream = s.at("stream").u64();
+        s.at("blocks").forEach([&](const Value& b) {
+            Block block;
+            block.offset = b.at("offset").u64();
+            block.size = b.at("size").u64();
+            block.state = b.at("state").str();
+            block.stack = b.at("stack").optU32();
+            seg.blocks.push_back(std::move(block));
+        });
+        r->segments.push_back(std::move(seg));
+    });
+
+    root.at("sites").forEach([&](const Value& s) {
+        Site site;
+        site.stack = s.at("stack").u32();
+        site.device = s.at("device").i64();
+        site.kind = s.at("kind").str();
+        site.count = s.at("count").u64();
+        site.bytes = s.at("bytes").u64();
+        site.firstNs = s.at("first_ns").u64();
+        site.lastNs = s.at("last_ns").u64();
+        r->sites.push_back(std::move(site));
+    });
+
+    readTimeline(root.at("timeline"), &r->timeline);
+
+    root.at("steps").forEach([&](const Value& s) {
+        Step step;
+        step.index = s.at("index").u64();
+        step.timeNs = s.at("time_ns").u64();
+        s.at("devices").forEach([&](const Value& d) {
+            StepDevice sd;
+            sd.device = d.at("device").i64();
+            sd.trackedBytes = d.at("tracked_bytes").u64();
+            sd.allocatedBytes = d.at("allocated_bytes").optU64();
+            sd.reservedBytes = d.at("reserved_bytes").optU64();
+            sd.inactiveSplitBytes = d.at("inactive_split_bytes").optU64();
+            sd.segmentCount = d.at("segment_count").optU64();
+            sd.largestFreeBlockBytes = d.at("largest_free_block_bytes").optU64();
+            step.devices.push_back(sd);
+        });
+        r->steps.push_back(std::move(step));
+    });
+
+    root.at("leaks").forEach([&](const Value& l) {
+        Leak leak;
+        leak.stack = l.at("stack").u32();
+        leak.pattern = l.at("pattern").str();
+        leak.bytesPerStep = l.at("bytes_per_step").i64();
+        leak.stepsObserved = l.at("steps_observed").u64();
+        leak.evidence = l.at("evidence").str();
+        r->leaks.push_back(std::move(leak));
+    });
+
+    root.at("diagnosis").forEach([&](const Value& d) {
+        Diagnosis diag;
+        diag.code = d.at("code").str();
+        diag.severity = d.at("severity").str();
+        diag.message = d.at("message").str();
+        diag.suggestion = d.at("suggestion").str();
+        r->diagnosis.push_back(std::move(diag));
+    });
+
+    root.at("stacks").forEach([&](const Value& s) {
+        Stack stack;
+        stack.id = s.at("id").u32();
+        s.at("frames").forEach([&](const Value& f) { stack.frames.push_back(readFrame(f)); });
+        r->stacks.push_back(std::move(stack));
+    });
+
+    root.at("modules").forEach([&](const Value& m) {
+        Module module;
+        module.id = m.at("id").u32();
+        module.path = m.at("path").str();
+        module.buildId = m.at("build_id").str();
+        module.loadAddress = m.at("load_address").u64();
+        r->modules.push_back(std::move(module));
+    });
+
+    const Value c = root.at("capture");
+    r->capture.backends = readStrings(c.at("backends"));
+    r->capture.eventsPushed = c.at("events_pushed").u64();
+    r->capture.eventsRecorded = c.at("events_recorded").u64();
+    r->capture.eventsDropped = c.at("events_dropped").u64();
+    r->capture.liveAllocations = c.at("live_allocations").u64();
+    r->capture.distinctStacks = c.at("distinct_stacks").u64();
+    r->capture.ringBytes = c.at("ring_bytes").u64();
+    r->capture.liveMapBytes = c.at("live_map_bytes").u64();
+    r->capture.stackTableBytes = c.at("stack_table_bytes").u64();
+    r->capture.unknownFrees = c.at("unknown_frees").u64();
+    r->capture.unwinder = c.at("unwinder").str();
+    r->capture.notes = readStrings(c.at("notes"));
+
+    // Cross-references: every stack id used must be defined, and every module id.
+    for (const Stack& s : r->stacks) {
+        for (const Frame& f : s.frames) {
+            if (f.module && !r->findModule(*f.module))
+                failAt("stacks", "stack " + std::to_string(s.id) + " names undefined module " + std::to_string(*f.module));
+        }
+    }
+}
+
+// Nesting depth before parsing: nlohmann's parser recurses, and a file of a million '['
+// must be refused, not overflow the stack.
+bool depthWithin(const std::string& text, int limit, size_t* where)
+{
+    int depth = 0;
+    bool inString = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (inString) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                inString = false;
+            continue;
+        }
+        if (c == '"') {
+            inString = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit) {
+                *where = i;
+                return false;
+            }
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+bool readReport(const std::string& text, Report* out, std::string* error)
+{
+    size_t firstNonSpace = text.find_first_not_of(" \t\r\n");
+    if (firstNonSpace == std::string::npos) {
+        *error = "empty file";
+        return false;
+    }
+    size_t where = 0;
+    if (!depthWithin(text, kMaxJsonDepth, &where)) {
+        *error = "not a report: nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " + std::to_string(where);
+        return false;
+    }
+    Json root;
+    try {
+        root = Json::parse(text);
+    } catch (const Json::parse_error& e) {
+        std::string what = e.what();
+        // "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..."
+        if (const size_t p = what.find("] "); p != std::string::npos)
+            what = what.substr(p + 2);
+        if (e.byte >= text.size())
+            what = "truncated (" + what + ")";
+        *error = "not valid JSON: " + what;
+        return false;
+    } catch (const std::exception& e) {
+        *error = std::string("not valid JSON: ") + e.what();
+        return false;
+    }
+    try {
+        Report report;
+        readAll(Value(root, ""), &report);
+        *out = std::move(report);
+        return true;
+    } catch (const ReadError& e) {
+        *error = e.message;
+    } catch (const std::exception& e) {
+        *error = std::string("invalid report: ") + e.what();
+    }
+    return false;
+}
+
+bool readReportFile(const std::string& path, Report* out, std::string* error)
+{
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) {
+        *error = path + ": " + std::strerror(errno);
+        return false;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        *error = path + ": is a directory";
+        return false;
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        *error = path + ": " + std::strerror(errno);
+        return false;
+    }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) {
+        *error = path + ": read error";
+        return false;
+    }
+    std::string why;
+    if (!readReport(text, out, &why)) {
+        *error = path + ": " + why;
+        return false;
+    }
+    return true;
+}
+
+} // namespace oomscope::report

@@ -1,0 +1,57 @@
+#include "report/model.h"
+
+namespace oomscope::report {
+
+uint16_t Timeline::intern(const std::string& value)
+{
+    for (size_t i = 0; i < names.size(); ++i) {
+        if (names[i] == value)
+            return uint16_t(i);
+    }
+    names.push_back(value);
+    return uint16_t(names.size() - 1);
+}
+
+const std::string& Timeline::name(uint16_t index) const
+{
+    static const std::string kUnknown = "unknown";
+    return index < names.size() ? names[index] : kUnknown;
+}
+
+const Stack* Report::findStack(uint32_t id) const
+{
+    for (const Stack& stack : stacks) {
+        if (stack.id == id)
+            return &stack;
+    }
+    return nullptr;
+}
+
+const Module* Report::findModule(uint32_t id) const
+{
+    for (const Module& module : modules) {
+        if (module.id == id)
+            return &module;
+    }
+    return nullptr;
+}
+
+const Device* Report::findDevice(int64_t index) const
+{
+    for (const Device& device : devices) {
+        if (device.index == index)
+            return &device;
+    }
+    return nullptr;
+}
+
+const MemoryRow* Report::findMemory(int64_t device) const
+{
+    for (const MemoryRow& row : memory) {
+        if (row.device == device)
+            return &row;
+    }
+    return nullptr;
+}
+
+} // namespace oomscope::report

@@ -1,0 +1,257 @@
+// The report, schema oomscope.report/1, as plain structs: what the preload writes and what the
+// CLI reads, analyses and renders. No behaviour beyond small helpers; no third-party types.
+// docs/report-schema.md describes every field; sizes are bytes, times nanoseconds
+// (CLOCK_MONOTONIC unless the name says unix).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oomscope::report {
+
+inline constexpr const char* kSchema = "oomscope.report/1";
+
+struct Tool {
+    std::string name = "oomscope";
+    std::string version;
+    std::map<std::string, std::string> options;  // capture options in force
+
+    bool operator==(const Tool&) const = default;
+};
+
+struct Trigger {
+    std::string kind;                      // oom, exit, signal, request
+    uint64_t timeNs = 0;
+    std::optional<int64_t> device;
+    std::optional<uint64_t> requestedBytes;
+    std::string api;                       // the call that failed (oom) or "" (others)
+    std::optional<int64_t> error;          // CUDA error code
+    std::string errorName;
+    std::optional<uint32_t> stack;
+    std::optional<std::string> framework;  // null or "torch"
+    std::string message;
+
+    bool operator==(const Trigger&) const = default;
+};
+
+struct Process {
+    int64_t pid = 0;
+    int64_t ppid = 0;
+    std::string hostname;
+    std::vector<std::string> cmdline;
+    std::string cwd;
+    uint64_t startUnixNs = 0;
+    uint64_t startNs = 0;  // CLOCK_MONOTONIC at start: subtract from time_ns for "seconds in"
+    std::optional<int64_t> rank;
+    std::optional<int64_t> localRank;
+    std::optional<int64_t> worldSize;
+
+    bool operator==(const Process&) const = default;
+};
+
+struct Device {
+    int64_t index = 0;
+    std::string name;
+    std::string uuid;
+    std::optional<uint64_t> totalBytes;
+    std::optional<uint64_t> freeBytes;  // at the trigger; null where the driver could not say
+    std::optional<int64_t> driverVersion;
+    std::optional<int64_t> runtimeVersion;
+
+    bool operator==(const Device&) const = default;
+};
+
+struct MemoryRow {
+    int64_t device = 0;
+    uint64_t trackedBytes = 0;       // live device memory seen by capture
+    uint64_t peakTrackedBytes = 0;
+    std::optional<uint64_t> allocatedBytes;         // framework fields: null without an adapter
+    std::optional<uint64_t> reservedBytes;
+    std::optional<uint64_t> fragmentedBytes;
+    std::optional<uint64_t> largestFreeBlockBytes;
+    std::optional<uint64_t> untrackedBytes;         // driver used − tracked; null without driver view
+    std::map<std::string, uint64_t> bySource;       // torch, nccl, cublas, cudnn, jax, cupy, other
+    std::map<std::string, uint64_t> byKind;         // device, managed, host_pinned
+
+    bool operator==(const MemoryRow&) const = default;
+};
+
+struct Block {
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    std::string state;  // active_allocated, active_pending_free, inactive
+    std::optional<uint32_t> stack;
+
+    bool operator==(const Block&) const = default;
+};
+
+struct Segment {
+    int64_t device = 0;
+    uint64_t address = 0;
+    uint64_t size = 0;
+    std::string kind;  // cudaMalloc, vmm, pool
+    uint64_t stream = 0;
+    std::vector<Block> blocks;
+
+    bool operator==(const Segment&) const = default;
+};
+
+struct Site {
+    uint32_t stack = 0;
+    int64_t device = 0;
+    std::string kind;  // device, managed, host_pinned
+    uint64_t count = 0;
+    uint64_t bytes = 0;
+    uint64_t firstNs = 0;
+    uint64_t lastNs = 0;
+
+    bool operator==(const Site&) const = default;
+};
+
+// Rows refer to names (event kinds, API names) by index into Timeline::names, so that a
+// million rows do not carry a million strings in memory. In JSON they are strings.
+struct TimelineRow {
+    uint64_t timeNs = 0;
+    uint64_t address = 0;
+    uint64_t size = 0;
+    uint64_t stream = 0;
+    uint32_t stack = 0;
+    uint32_t thread = 0;
+    int32_t error = 0;
+    int32_t device = -1;
+    uint16_t kind = 0;  // index into names
+    uint16_t api = 0;   // index into names
+
+    bool operator==(const TimelineRow&) const = default;
+};
+
+struct Timeline {
+    static constexpr const char* kColumns[] = {"time_ns", "kind",  "device", "address", "size",
+                                               "stream",  "api",   "stack",  "thread",  "error"};
+    std::vector<std::string> names;
+    std::vector<TimelineRow> rows;  // oldest first
+    uint64_t capacity = 0;
+    uint64_t pushed = 0;
+    uint64_t dropped = 0;
+
+    uint16_t intern(const std::string& name);
+    const std::string& name(uint16_t index) const;
+
+    bool operator==(const Timeline&) const = default;
+};
+
+struct StepDevice {
+    int64_t device = 0;
+    uint64_t trackedBytes = 0;
+    std::optional<uint64_t> allocatedBytes;
+    std::optional<uint64_t> reservedBytes;
+    std::optional<uint64_t> inactiveSplitBytes;
+    std::optional<uint64_t> segmentCount;
+    std::optional<uint64_t> largestFreeBlockBytes;
+
+    bool operator==(const StepDevice&) const = default;
+};
+
+struct Step {
+    uint64_t index = 0;
+    uint64_t timeNs = 0;
+    std::vector<StepDevice> devices;
+
+    bool operator==(const Step&) const = default;
+};
+
+struct Leak {
+    uint32_t stack = 0;
+    std::string pattern;
+    int64_t bytesPerStep = 0;
+    uint64_t stepsObserved = 0;
+    std::string evidence;
+
+    bool operator==(const Leak&) const = default;
+};
+
+struct Diagnosis {
+    std::string code;
+    std::string severity;  // info, warning, error
+    std::string message;
+    std::string suggestion;
+
+    bool operator==(const Diagnosis&) const = default;
+};
+
+struct Frame {
+    enum class Kind { Native, Python };
+    Kind kind = Kind::Native;
+    std::optional<uint32_t> module;  // native: id into modules
+    uint64_t offset = 0;             // native: return address − module base
+    std::string symbol;              // native: demangled, may be empty
+    std::string file;                // python
+    uint32_t line = 0;               // python
+    std::string function;            // python
+
+    bool operator==(const Frame&) const = default;
+};
+
+struct Stack {
+    uint32_t id = 0;
+    std::vector<Frame> frames;  // innermost first
+
+    bool operator==(const Stack&) const = default;
+};
+
+struct Module {
+    uint32_t id = 0;
+    std::string path;
+    std::string buildId;
+    uint64_t loadAddress = 0;
+
+    bool operator==(const Module&) const = default;
+};
+
+struct Capture {
+    std::vector<std::string> backends;
+    uint64_t eventsPushed = 0;
+    uint64_t eventsRecorded = 0;
+    uint64_t eventsDropped = 0;
+    uint64_t liveAllocations = 0;
+    uint64_t distinctStacks = 0;
+    uint64_t ringBytes = 0;
+    uint64_t liveMapBytes = 0;
+    uint64_t stackTableBytes = 0;
+    uint64_t unknownFrees = 0;
+    std::string unwinder;
+    std::vector<std::string> notes;  // what the capture lost or could not do
+
+    bool operator==(const Capture&) const = default;
+};
+
+struct Report {
+    std::string schema = kSchema;
+    Tool tool;
+    Trigger trigger;
+    Process process;
+    std::vector<Device> devices;
+    std::vector<MemoryRow> memory;
+    std::optional<std::vector<MemoryRow>> atFirstFailure;
+    std::vector<Segment> segments;
+    std::vector<Site> sites;  // sorted by bytes, largest first
+    Timeline timeline;
+    std::vector<Step> steps;
+    std::vector<Leak> leaks;
+    std::vector<Diagnosis> diagnosis;
+    std::vector<Stack> stacks;
+    std::vector<Module> modules;
+    Capture capture;
+
+    const Stack* findStack(uint32_t id) const;
+    const Module* findModule(uint32_t id) const;
+    const Device* findDevice(int64_t index) const;
+    const MemoryRow* findMemory(int64_t device) const;
+
+    bool operator==(const Report&) const = default;
+};
+
+} // namespace oomscope::report

@@ -1,0 +1,225 @@
+#include "report/render/table.h"
+
+#include "report/format.h"
+
+#include <algorithm>
+
+namespace oomscope::report {
+namespace {
+
+struct Style {
+    bool color;
+    std::string bold(const std::string& s) const { return color ? "\033[1m" + s + "\033[0m" : s; }
+    std::string red(const std::string& s) const { return color ? "\033[1;31m" + s + "\033[0m" : s; }
+    std::string dim(const std::string& s) const { return color ? "\033[2m" + s + "\033[0m" : s; }
+};
+
+std::string orDash(const std::optional<uint64_t>& v)
+{
+    return v ? formatBytes(*v) : "-";
+}
+
+std::string joinCmdline(const std::vector<std::string>& args)
+{
+    std::string out;
+    for (const std::string& a : args) {
+        if (!out.empty())
+            out += ' ';
+        out += a;
+    }
+    return truncateMiddle(out, 160);
+}
+
+std::string deviceLabel(const Report& r, int64_t index)
+{
+    const Device* d = r.findDevice(index);
+    std::string label = "device " + std::to_string(index);
+    if (d && !d->name.empty())
+        label += " (" + d->name + ")";
+    return label;
+}
+
+void renderHeader(const Report& r, const Style& s, std::ostream& out)
+{
+    const Trigger& t = r.trigger;
+    if (t.kind == "oom") {
+        out << s.red("OUT OF MEMORY") << " on " << deviceLabel(r, t.device.value_or(-1)) << "\n";
+        out << "  request   " << (t.api.empty() ? "allocation" : t.api);
+        if (t.requestedBytes)
+            out << " of " << formatBytes(*t.requestedBytes);
+        if (t.framework)
+            out << " (raised by " << *t.framework << ")";
+        out << "\n";
+        if (t.error) {
+            out << "  error     " << (t.errorName.empty() ? "error" : t.errorName) << " (" << *t.error << ")\n";
+        }
+    } else if (t.kind == "exit") {
+        out << s.bold("EXIT REPORT") << ": memory still held when the process exited\n";
+    } else if (t.kind == "signal") {
+        out << s.bold("SIGNAL REPORT") << ": " << t.message << "\n";
+    } else {
+        out << s.bold("REQUESTED REPORT") << ": " << t.message << "\n";
+    }
+    const Process& p = r.process;
+    out << "  process   pid " << p.pid;
+    if (!p.hostname.empty())
+        out << " on " << p.hostname;
+    if (p.rank)
+        out << ", rank " << *p.rank << (p.worldSize ? "/" + std::to_string(*p.worldSize) : "");
+    out << ": " << joinCmdline(p.cmdline) << "\n";
+    if (p.startNs > 0 && t.timeNs >= p.startNs)
+        out << "  when      " << formatSeconds(t.timeNs - p.startNs) << " after the process started\n";
+}
+
+void renderMemory(const Report& r, const Style& s, std::ostream& out)
+{
+    out << "\n" << s.bold("Memory per device") << "\n";
+    if (r.memory.empty()) {
+        out << "  no device memory was allocated\n";
+        return;
+    }
+    const bool framework = std::any_of(r.memory.begin(), r.memory.end(), [](const MemoryRow& m) { return m.reservedBytes.has_value(); });
+    std::vector<std::string> header = {"device", "name", "tracked"};
+    if (framework) {
+        header.insert(header.end(), {"allocated", "reserved", "fragmented"});
+    }
+    header.insert(header.end(), {"untracked", "free", "total", "peak tracked"});
+    TextTable table(header, 2);
+    for (const MemoryRow& m : r.memory) {
+        const Device* d = r.findDevice(m.device);
+        std::vector<std::string> row = {std::to_string(m.device), d ? truncateMiddle(d->name, 40) : "?",
+                                        formatBytes(m.trackedBytes)};
+        if (framework) {
+            row.push_back(orDash(m.allocatedBytes));
+            row.push_back(orDash(m.reservedBytes));
+            row.push_back(orDash(m.fragmentedBytes));
+        }
+        row.push_back(orDash(m.untrackedBytes));
+        row.push_back(d ? orDash(d->freeBytes) : "-");
+        row.push_back(d ? orDash(d->totalBytes) : "-");
+        row.push_back(formatBytes(m.peakTrackedBytes));
+        table.addRow(std::move(row));
+    }
+    out << table.render();
+    for (const MemoryRow& m : r.memory) {
+        std::string kinds;
+        for (const auto& [kind, bytes] : m.byKind) {
+            if (bytes > 0 && kind != "device")
+                kinds += "  " + kind + " " + formatBytes(bytes);
+        }
+        std::string sources;
+        for (const auto& [source, bytes] : m.bySource) {
+            if (bytes > 0)
+                sources += "  " + source + " " + formatBytes(bytes);
+        }
+        if (!sources.empty())
+            out << "  device " << m.device << " by source:" << sources << "\n";
+        if (!kinds.empty())
+            out << "  device " << m.device << " also:" << kinds << "\n";
+    }
+}
+
+void renderStack(const Report& r, uint32_t id, size_t maxFrames, const std::string& indent, const Style& s,
+                 std::ostream& out)
+{
+    const Stack* stack = r.findStack(id);
+    if (!stack || stack->frames.empty()) {
+        out << indent << s.dim("(no stack)") << "\n";
+        return;
+    }
+    size_t shown = 0;
+    for (const Frame& f : stack->frames) {
+        if (shown == maxFrames) {
+            out << indent << s.dim("... " + std::to_string(stack->frames.size() - shown) + " more frames") << "\n";
+            break;
+        }
+        out << indent << describeFrame(r, f) << "\n";
+        ++shown;
+    }
+}
+
+void renderSites(const Report& r, const RenderOptions& o, const Style& s, std::ostream& out)
+{
+    out << "\n" << s.bold("Top allocation sites by live bytes") << "\n";
+    if (r.sites.empty()) {
+        out << "  no live allocations\n";
+        return;
+    }
+    const size_t n = std::min(o.topSites, r.sites.size());
+    for (size_t i = 0; i < n; ++i) {
+        const Site& site = r.sites[i];
+        out << "  #" << (i + 1) << "  " << s.bold(formatBytes(site.bytes)) << " in " << site.count
+            << (site.count == 1 ? " allocation" : " allocations") << " (device " << site.device << ", " << site.kind
+            << ")\n";
+        renderStack(r, site.stack, o.stackFrames, "        ", s, out);
+    }
+    if (r.sites.size() > n)
+        out << "  ... " << (r.sites.size() - n) << " more sites\n";
+}
+
+void renderEvents(const Report& r, const RenderOptions& o, const Style& s, std::ostream& out)
+{
+    const Timeline& tl = r.timeline;
+    out << "\n" << s.bold("Last events before the trigger") << "\n";
+    std::vector<const TimelineRow*> rows;
+    for (const TimelineRow& row : tl.rows) {
+        if (row.timeNs <= r.trigger.timeNs)
+            rows.push_back(&row);
+    }
+    if (rows.empty()) {
+        out << "  none recorded\n";
+    } else {
+        const size_t first = rows.size() > o.events ? rows.size() - o.events : 0;
+        TextTable table({"time", "event", "api", "device", "size", "address", "stack", "error"}, 3);
+        for (size_t i = first; i < rows.size(); ++i) {
+            const TimelineRow& row = *rows[i];
+            const uint64_t t = r.process.startNs && row.timeNs >= r.process.startNs ? row.timeNs - r.process.startNs : row.timeNs;
+            table.addRow({formatSeconds(t), tl.name(row.kind), tl.name(row.api), std::to_string(row.device),
+                          formatBytes(row.size), row.address ? formatHex(row.address) : "-",
+                          row.stack ? "#" + std::to_string(row.stack) : "-", row.error ? std::to_string(row.error) : ""});
+        }
+        out << table.render();
+    }
+    out << "  " << tl.pushed << " events recorded, " << tl.rows.size() << " in the report";
+    if (tl.dropped)
+        out << ", " << tl.dropped << " overwritten (ring of " << tl.capacity << ")";
+    out << "\n";
+}
+
+} // namespace
+
+std::string describeFrame(const Report& r, const Frame& f)
+{
+    if (f.kind == Frame::Kind::Python)
+        return f.file + ":" + std::to_string(f.line) + "  " + f.function;
+    std::string module = "?";
+    if (f.module) {
+        if (const Module* m = r.findModule(*f.module))
+            module = baseName(m->path);
+    }
+    const std::string where = module + "+" + formatHex(f.offset);
+    if (f.symbol.empty())
+        return "?? (" + where + ")";
+    return truncateMiddle(f.symbol, 110) + "  (" + where + ")";
+}
+
+void renderReport(const Report& r, const RenderOptions& o, std::ostream& out)
+{
+    const Style s{o.color};
+    renderHeader(r, s, out);
+    renderMemory(r, s, out);
+    renderSites(r, o, s, out);
+    if (r.trigger.kind == "oom" && r.trigger.stack) {
+        out << "\n" << s.bold("Stack of the failed request") << "\n";
+        renderStack(r, *r.trigger.stack, o.stackFrames, "        ", s, out);
+    }
+    renderEvents(r, o, s, out);
+    const Capture& c = r.capture;
+    out << "\n" << s.dim("capture: " + std::to_string(c.liveAllocations) + " live allocations, " +
+                         std::to_string(c.distinctStacks) + " distinct stacks, unwinder " + c.unwinder)
+        << "\n";
+    for (const std::string& note : c.notes)
+        out << "  note: " << note << "\n";
+}
+
+} // namespace oomscope::report

@@ -1,0 +1,25 @@
+// Renders a report as text tables for a terminal: the trigger, memory per device, the top
+// allocation sites with their stacks, the last events before the trigger. Model in, text out;
+// no I/O besides the stream.
+#pragma once
+
+#include "report/model.h"
+
+#include <cstddef>
+#include <ostream>
+
+namespace oomscope::report {
+
+struct RenderOptions {
+    size_t topSites = 5;
+    size_t events = 10;
+    size_t stackFrames = 12;  // frames shown per stack
+    bool color = false;
+};
+
+void renderReport(const Report& report, const RenderOptions& options, std::ostream& out);
+
+// One frame as text: "file.py:12 forward" or "symbol  (module+0x1a2b)".
+std::string describeFrame(const Report& report, const Frame& frame);
+
+} // namespace oomscope::report

@@ -1,0 +1,112 @@
+#include "report/report_file.h"
+
+#include "report/json_writer.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace oomscope::report {
+namespace {
+
+class FdSink : public JsonSink {
+public:
+    explicit FdSink(int fd) : m_fd(fd) {}
+    bool flush(const char* data, size_t size) override
+    {
+        while (size > 0) {
+            const ssize_t n = ::write(m_fd, data, size);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                m_errno = errno;
+                return false;
+            }
+            data += n;
+            size -= size_t(n);
+        }
+        return true;
+    }
+    int error() const { return m_errno; }
+
+private:
+    int m_fd;
+    int m_errno = 0;
+};
+
+std::atomic<unsigned> g_tempCounter{0};
+constexpr unsigned kRenameNoReplace = 1;  // RENAME_NOREPLACE of <linux/fs.h>
+
+template <class WriteFn>
+WriteResult writeAtomically(const std::string& dir, const std::string& stem, const std::string& suffix, WriteFn&& write)
+{
+    WriteResult result;
+    const std::string base = (dir.empty() ? std::string(".") : dir) + "/";
+    const std::string temp = base + "." + stem + ".tmp." + std::to_string(getpid()) + "." +
+                             std::to_string(g_tempCounter.fetch_add(1));
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        result.error = "cannot create " + temp + ": " + std::strerror(errno);
+        return result;
+    }
+    int writeErrno = 0;
+    const bool written = write(fd, &writeErrno);
+    const bool closed = ::close(fd) == 0;
+    if (!written || !closed) {
+        ::unlink(temp.c_str());
+        result.error = "cannot write " + temp + ": " + std::strerror(writeErrno ? writeErrno : errno);
+        return result;
+    }
+    for (int attempt = 1; attempt < 1000; ++attempt) {
+        const std::string path = base + stem + (attempt == 1 ? "" : "-" + std::to_string(attempt)) + suffix;
+        if (::link(temp.c_str(), path.c_str()) == 0) {
+            ::unlink(temp.c_str());
+            result.ok = true;
+            result.path = path;
+            return result;
+        }
+        // Filesystems without hard links: the same no-replace guarantee from renameat2.
+        if ((errno == EPERM || errno == EOPNOTSUPP) &&
+            ::syscall(SYS_renameat2, AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), kRenameNoReplace) == 0) {
+            result.ok = true;
+            result.path = path;
+            return result;
+        }
+        if (errno != EEXIST) {
+            result.error = "cannot create " + path + ": " + std::strerror(errno);
+            ::unlink(temp.c_str());
+            return result;
+        }
+    }
+    ::unlink(temp.c_str());
+    result.error = "no free file name for " + base + stem + suffix;
+    return result;
+}
+
+} // namespace
+
+WriteResult writeReportFile(const Report& report, const std::string& dir, const std::string& stem)
+{
+    return writeAtomically(dir, stem, ".json", [&](int fd, int* err) {
+        FdSink sink(fd);
+        const bool ok = writeReport(report, sink);
+        *err = sink.error();
+        return ok;
+    });
+}
+
+WriteResult writeFileAtomically(const std::string& dir, const std::string& stem, const std::string& suffix,
+                                const std::string& contents)
+{
+    return writeAtomically(dir, stem, suffix, [&](int fd, int* err) {
+        FdSink sink(fd);
+        const bool ok = sink.flush(contents.data(), contents.size());
+        *err = sink.error();
+        return ok;
+    });
+}
+
+} // namespace oomscope::report

@@ -1,0 +1,199 @@
+// oomscope run [--output-dir D] -- CMD...: runs CMD with liboomscope.so preloaded (found in
+// this install tree: <prefix>/bin/oomscope → <prefix>/lib/liboomscope.so), waits, lists the
+// reports that appeared and exits as CMD did (the same status, or the same signal).
+#include "commands.h"
+
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <set>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace oomscope::cli {
+namespace {
+
+pid_t g_child = 0;
+
+std::string dirName(const std::string& path)
+{
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string selfDir()
+{
+    char buf[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return ".";
+    return dirName(std::string(buf, size_t(n)));
+}
+
+bool isFile(const std::string& path)
+{
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool isDir(const std::string& path)
+{
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string absolute(const std::string& path)
+{
+    if (!path.empty() && path[0] == '/')
+        return path;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd)))
+        return path;
+    return path.empty() || path == "." ? std::string(cwd) : std::string(cwd) + "/" + path;
+}
+
+bool makeDirs(const std::string& path)
+{
+    if (isDir(path))
+        return true;
+    const std::string parent = dirName(path);
+    if (parent != path && !parent.empty() && parent != "/" && !makeDirs(parent))
+        return false;
+    return mkdir(path.c_str(), 0755) == 0 || errno == EEXIST;
+}
+
+std::set<std::string> reportsIn(const std::string& dir)
+{
+    std::set<std::string> names;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+            const std::string name = e->d_name;
+            if (name.rfind("oomscope-", 0) == 0 && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0)
+                names.insert(name);
+        }
+        closedir(d);
+    }
+    return names;
+}
+
+void prependEnv(const char* name, const std::string& value, char separator)
+{
+    const char* old = std::getenv(name);
+    std::string v = value;
+    if (old && *old)
+        v += separator + std::string(old);
+    setenv(name, v.c_str(), 1);
+}
+
+// SIGTERM and SIGHUP sent to us go on to the program. A SIGINT from the terminal already
+// reaches the whole process group; one sent with kill() to us alone is forwarded.
+void forward(int sig, siginfo_t* info, void*)
+{
+    if (g_child > 0 && (sig != SIGINT || info->si_code == SI_USER))
+        kill(g_child, sig);
+}
+
+} // namespace
+
+int runCommand(const RunOptions& options)
+{
+    std::string lib;
+    if (const char* override = std::getenv("OOMSCOPE_LIB"); override && *override)
+        lib = override;
+    else
+        lib = dirName(selfDir()) + "/lib/liboomscope.so";
+    if (!isFile(lib)) {
+        logError("run: cannot find the preload library " + lib + " (set OOMSCOPE_LIB)");
+        return kExitUsage;
+    }
+    const std::string outputDir = absolute(options.outputDir.empty() ? "." : options.outputDir);
+    if (!makeDirs(outputDir)) {
+        logError("run: cannot create the output folder " + outputDir + ": " + std::strerror(errno));
+        return kExitUsage;
+    }
+    const std::set<std::string> before = reportsIn(outputDir);
+
+    prependEnv("LD_PRELOAD", lib, ':');
+    setenv("OOMSCOPE_OUTPUT_DIR", outputDir.c_str(), 1);
+    const std::string python = dirName(dirName(lib)) + "/share/oomscope/python";
+    if (isDir(python))
+        prependEnv("PYTHONPATH", python, ':');
+
+    struct sigaction fwd {};
+    fwd.sa_sigaction = forward;
+    fwd.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&fwd.sa_mask);
+    for (int sig : {SIGTERM, SIGHUP, SIGINT})
+        sigaction(sig, &fwd, nullptr);
+
+    std::vector<char*> argv;
+    for (const std::string& a : options.command)
+        argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int errorPipe[2];
+    if (pipe2(errorPipe, O_CLOEXEC) != 0) {
+        logError(std::string("run: pipe: ") + std::strerror(errno));
+        return kExitUsage;
+    }
+    g_child = fork();
+    if (g_child < 0) {
+        logError(std::string("run: fork: ") + std::strerror(errno));
+        return kExitUsage;
+    }
+    if (g_child == 0) {
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        for (int sig : {SIGTERM, SIGHUP, SIGINT})
+            sigaction(sig, &dfl, nullptr);
+        close(errorPipe[0]);
+        execvp(argv[0], argv.data());
+        const int err = errno;
+        (void)!write(errorPipe[1], &err, sizeof(err));
+        _exit(127);
+    }
+    close(errorPipe[1]);
+    int execErrno = 0;
+    const bool execFailed = read(errorPipe[0], &execErrno, sizeof(execErrno)) == sizeof(execErrno);
+    close(errorPipe[0]);
+
+    int status = 0;
+    while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (execFailed) {
+        logError("run: cannot run " + options.command.front() + ": " + std::strerror(execErrno));
+        return 127;
+    }
+
+    std::vector<std::string> fresh;
+    for (const std::string& name : reportsIn(outputDir)) {
+        if (!before.count(name))
+            fresh.push_back(outputDir + "/" + name);
+    }
+    if (fresh.empty()) {
+        logInfo("no report was written (the program made no CUDA allocation, or OOMSCOPE_DISABLE is set)");
+    } else {
+        logInfo(std::to_string(fresh.size()) + (fresh.size() == 1 ? " report" : " reports") + " written:");
+        for (const std::string& path : fresh)
+            logInfo("  " + path);
+    }
+
+    if (WIFSIGNALED(status)) {
+        const int sig = WTERMSIG(status);
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        sigaction(sig, &dfl, nullptr);
+        signal(SIGABRT, SIG_DFL);
+        // Die the same way, without leaving a core of our own.
+        kill(getpid(), sig);
+        return 128 + sig;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+} // namespace oomscope::cli

@@ -1,0 +1,90 @@
+// oomscope: run a program under the preload, read the reports it leaves.
+#include "commands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstring>
+#include <iostream>
+
+#ifndef OOMSCOPE_VERSION
+#define OOMSCOPE_VERSION "0.0.0"
+#endif
+
+using namespace oomscope::cli;
+
+int main(int argc, char** argv)
+{
+    CLI::App app{"oomscope: GPU memory profiler and OOM forensics"};
+    app.set_version_flag("--version", OOMSCOPE_VERSION);
+    app.require_subcommand(1);
+
+    RunOptions run;
+    CLI::App* runCmd = app.add_subcommand("run", "Run a program with oomscope preloaded: oomscope run [-o DIR] -- CMD ...");
+    runCmd->add_option("--output-dir,-o", run.outputDir, "Folder for the reports (default: the working directory)");
+    // Everything from the first argument that is not one of run's options on is the command,
+    // passed through untouched (its own options included); a leading "--" is optional.
+    runCmd->prefix_command();
+
+    ReportOptions report;
+    CLI::App* reportCmd = app.add_subcommand("report", "Render a report as tables");
+    reportCmd->add_option("file", report.file, "A report written by oomscope (oomscope-*.json)")->required();
+    reportCmd->add_option("--top", report.top, "Allocation sites to show")->check(CLI::Range(0, 1000000));
+    reportCmd->add_option("--events", report.events, "Last events to show")->check(CLI::Range(0, 100000000));
+    reportCmd->add_option("--frames", report.frames, "Frames to show per stack")->check(CLI::Range(1, 10000));
+    reportCmd->add_option("--color", report.color, "Colour: auto (on a terminal), always or never")
+        ->check(CLI::IsMember({"auto", "always", "never"}));
+
+    // "oomscope run [options] -- CMD ...": everything after the first "--" is the command,
+    // untouched; CLI11 sees only what comes before it.
+    std::vector<std::string> afterDashes;
+    int parsedArgc = argc;
+    if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
+        for (int i = 2; i < argc; ++i) {
+            if (std::strcmp(argv[i], "--") == 0) {
+                afterDashes.assign(argv + i + 1, argv + argc);
+                parsedArgc = i;
+                break;
+            }
+        }
+    }
+
+    try {
+        app.parse(parsedArgc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        logError(std::string(e.what()) + " (see oomscope --help)");
+        return kExitUsage;
+    }
+
+    try {
+        if (runCmd->parsed()) {
+            run.command = runCmd->remaining();
+            if (!run.command.empty() && run.command.front().size() > 1 && run.command.front()[0] == '-') {
+                logError("run: unknown option " + run.command.front() + " (see oomscope --help)");
+                return kExitUsage;
+            }
+            if (parsedArgc != argc) {
+                // A "--" after the command started belongs to the command.
+                if (!run.command.empty())
+                    run.command.push_back("--");
+                run.command.insert(run.command.end(), afterDashes.begin(), afterDashes.end());
+            }
+            if (run.command.empty()) {
+                logError("run: no command given (oomscope run -- CMD ...)");
+                return kExitUsage;
+            }
+            return runCommand(run);
+        }
+        if (reportCmd->parsed())
+            return reportCommand(report);
+    } catch (const std::exception& e) {
+        logError(e.what());
+        return kExitUsage;
+    }
+    return kExitUsage;
+}
