@@ -45,7 +45,7 @@ NOINLINE int run_final_step(size_t bytes)
     void* p = nullptr;
     const cudaError_t rc = cudaMalloc(&p, bytes);
     if (rc != cudaSuccess) {
-        std::printf("final step: cudaMalloc(%.0f MiB) failed: %s\n", double(bytes) / kMiB, cudaGetErrorString(rc));
+        std::printf("final step: cudaMalloc(%zu bytes) failed: %s\n", bytes, cudaGetErrorString(rc));
         return 1;
     }
     cudaFree(p);

@@ -18,6 +18,8 @@ bool parseSize(const char* text, uint64_t* out)
         return false;
     char* end = nullptr;
     const unsigned long long value = std::strtoull(text, &end, 10);
+    while (std::isspace(static_cast<unsigned char>(*end)))
+        ++end;
     std::string unit(end);
     while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.back())))
         unit.pop_back();

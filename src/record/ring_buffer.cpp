@@ -38,10 +38,18 @@ void RingBuffer::push(const Event& event) noexcept
     if (!m_slots)
         return;
     Slot& slot = m_slots[s & m_mask];
+    // Claim the slot: only from a stable (even) state of an older lap. A producer a whole lap
+    // behind, or one that finds the slot being written, gives its event up rather than write
+    // beside another producer: the reader never sees a payload of two events, and the event
+    // given up is counted as dropped (pushed − recorded).
+    uint64_t current = slot.seq.load(std::memory_order_relaxed);
+    do {
+        if ((current & 1) != 0 || current >= 2 * s + 1)
+            return;
+    } while (!slot.seq.compare_exchange_weak(current, 2 * s + 1, std::memory_order_relaxed));
+    std::atomic_thread_fence(std::memory_order_release);
     uint64_t words[kWords];
     std::memcpy(words, &event, sizeof(Event));
-    slot.seq.store(2 * s + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
     for (size_t i = 0; i < kWords; ++i)
         slot.words[i].store(words[i], std::memory_order_relaxed);
     slot.seq.store(2 * s + 2, std::memory_order_release);

@@ -1,7 +1,8 @@
 // Bounded multi-producer ring of Events that overwrites the oldest. push() is called from any
-// thread, is wait-free (one fetch_add) and never allocates. snapshot() may run while producers
-// push: it copies the events that are stable and counts every other one as dropped, so that
-// recorded + dropped == pushed always holds.
+// thread, is lock-free (a fetch_add and a compare-exchange, no retry loop beyond a lost race)
+// and never allocates. snapshot() may run while producers push: it copies the events that are
+// stable and counts every other one as dropped, so that recorded + dropped == pushed always
+// holds.
 #pragma once
 
 #include "record/event.h"

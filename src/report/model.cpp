@@ -18,6 +18,21 @@ const std::string& Timeline::name(uint16_t index) const
     return index < names.size() ? names[index] : kUnknown;
 }
 
+bool Timeline::operator==(const Timeline& other) const
+{
+    if (capacity != other.capacity || pushed != other.pushed || dropped != other.dropped || rows.size() != other.rows.size())
+        return false;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const TimelineRow& a = rows[i];
+        const TimelineRow& b = other.rows[i];
+        if (a.timeNs != b.timeNs || a.address != b.address || a.size != b.size || a.stream != b.stream ||
+            a.stack != b.stack || a.thread != b.thread || a.error != b.error || a.device != b.device ||
+            name(a.kind) != other.name(b.kind) || name(a.api) != other.name(b.api))
+            return false;
+    }
+    return true;
+}
+
 const Stack* Report::findStack(uint32_t id) const
 {
     for (const Stack& stack : stacks) {

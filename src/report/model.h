@@ -140,7 +140,8 @@ struct Timeline {
     uint16_t intern(const std::string& name);
     const std::string& name(uint16_t index) const;
 
-    bool operator==(const Timeline&) const = default;
+    // Equal when the rows say the same, whatever the order of the names table.
+    bool operator==(const Timeline& other) const;
 };
 
 struct StepDevice {

@@ -1,0 +1,91 @@
+"""Helpers shared by the integration tests (fake CUDA, in CI) and the GPU suite (real CUDA):
+run a program under `oomscope run`, find the reports it left, read stacks and memory rows.
+Standard library only: the GPU machine has no extra packages."""
+
+import glob
+import json
+import os
+import subprocess
+
+
+class Run:
+    def __init__(self, proc, outdir, reports):
+        self.proc = proc
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.outdir = outdir
+        self.reports = reports  # trigger kind -> list of paths
+
+    def only(self, kind):
+        paths = self.reports.get(kind, [])
+        assert len(paths) == 1, f"expected one {kind} report, found {paths}; stderr:\n{self.stderr}"
+        return load(paths[0])
+
+    def count(self, kind):
+        return len(self.reports.get(kind, []))
+
+
+def reports_in(outdir):
+    found = {}
+    for path in sorted(glob.glob(os.path.join(outdir, "oomscope-*.json"))):
+        with open(path) as f:
+            kind = json.load(f)["trigger"]["kind"]
+        found.setdefault(kind, []).append(path)
+    return found
+
+
+def run_oomscope(oomscope, cmd, outdir, env=None, timeout=300, cwd=None):
+    """Runs `oomscope run -o outdir -- cmd` and collects the reports by trigger kind."""
+    os.makedirs(outdir, exist_ok=True)
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run([oomscope, "run", "-o", outdir, "--"] + list(cmd), env=full_env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+    return Run(proc, outdir, reports_in(outdir))
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def stack(report, stack_id):
+    for s in report["stacks"]:
+        if s["id"] == stack_id:
+            return s
+    raise KeyError(f"stack {stack_id} not in report")
+
+
+def module_path(report, module_id):
+    for m in report["modules"]:
+        if m["id"] == module_id:
+            return m["path"]
+    return ""
+
+
+def frame_names(report, stack_id):
+    """Each frame as 'symbol' (native) or 'file:line function' (python)."""
+    names = []
+    for f in stack(report, stack_id)["frames"]:
+        if f["kind"] == "python":
+            names.append(f"{f['file']}:{f['line']} {f['function']}")
+        else:
+            names.append(f["symbol"])
+    return names
+
+
+def frame_modules(report, stack_id):
+    return [os.path.basename(module_path(report, f["module"])) for f in stack(report, stack_id)["frames"]
+            if f["kind"] == "native" and f["module"] is not None]
+
+
+def memory_row(report, device):
+    for row in report["memory"]:
+        if row["device"] == device:
+            return row
+    raise KeyError(f"no memory row for device {device}")
+
+
+def live_sum(report, device=None, kind="device"):
+    return sum(s["bytes"] for s in report["sites"] if (device is None or s["device"] == device) and s["kind"] == kind)

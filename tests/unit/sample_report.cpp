@@ -1,0 +1,113 @@
+#include "sample_report.h"
+
+namespace oomscope::test {
+
+report::Report sampleReport()
+{
+    using namespace report;
+    Report r;
+    r.tool.version = "0.1.0";
+    r.tool.options = {{"ring_events", "1048576"}, {"stack_depth", "32"}};
+    r.trigger.kind = "oom";
+    r.trigger.timeNs = 5'000'000'000;
+    r.trigger.device = 0;
+    r.trigger.requestedBytes = 3ull << 30;
+    r.trigger.api = "cudaMalloc";
+    r.trigger.error = 2;
+    r.trigger.errorName = "cudaErrorMemoryAllocation";
+    r.trigger.stack = 2;
+    r.trigger.framework = "torch";
+    r.trigger.message = "cudaMalloc of 3.00 GiB failed on device 0: \"quoted\" \\ \t tab \xc3\xa9";
+    r.process.pid = 4242;
+    r.process.ppid = 1;
+    r.process.hostname = "node-7";
+    r.process.cmdline = {"python", "train.py", "--bs", "64"};
+    r.process.cwd = "/home/user/project";
+    r.process.startUnixNs = 1'760'000'000'000'000'000ull;
+    r.process.startNs = 1'000'000'000;
+    r.process.rank = 3;
+    r.process.localRank = 1;
+    r.process.worldSize = 8;
+    Device d;
+    d.index = 0;
+    d.name = "Simulated GPU";
+    d.uuid = "GPU-00000000-0000-0000-0000-000000000001";
+    d.totalBytes = 16ull << 30;
+    d.freeBytes = 2ull << 30;
+    d.driverVersion = 13000;
+    d.runtimeVersion = 13000;
+    r.devices.push_back(d);
+    Device idle = d;
+    idle.index = 1;
+    idle.freeBytes.reset();
+    r.devices.push_back(idle);
+    MemoryRow m;
+    m.device = 0;
+    m.trackedBytes = 13ull << 30;
+    m.peakTrackedBytes = 14ull << 30;
+    m.allocatedBytes = 10ull << 30;
+    m.reservedBytes = 13ull << 30;
+    m.fragmentedBytes = 3ull << 30;
+    m.largestFreeBlockBytes = 1ull << 30;
+    m.untrackedBytes = 1ull << 30;
+    m.bySource = {{"torch", 12ull << 30}, {"cublas", 1ull << 30}, {"untracked", 1ull << 30}};
+    m.byKind = {{"device", 13ull << 30}, {"managed", 0}, {"host_pinned", 1ull << 20}};
+    r.memory.push_back(m);
+    r.atFirstFailure = std::vector<MemoryRow>{m};
+    Segment s;
+    s.device = 0;
+    s.address = 0x7f0000000000;
+    s.size = 2ull << 30;
+    s.kind = "cudaMalloc";
+    s.stream = 0;
+    s.blocks = {{0, 1ull << 30, "active_allocated", 1}, {1ull << 30, 1ull << 30, "inactive", std::nullopt}};
+    r.segments.push_back(s);
+    r.sites.push_back(Site{1, 0, "device", 12, 12ull << 30, 1'100'000'000, 4'900'000'000});
+    r.sites.push_back(Site{3, 0, "device", 1, 1ull << 30, 1'200'000'000, 1'200'000'000});
+    r.timeline.capacity = 1 << 20;
+    r.timeline.pushed = 3;
+    r.timeline.dropped = 0;
+    const uint16_t alloc = r.timeline.intern("alloc");
+    const uint16_t failed = r.timeline.intern("alloc_failed");
+    const uint16_t api = r.timeline.intern("cudaMalloc");
+    r.timeline.rows.push_back({1'100'000'000, 0x7f0000000000, 1ull << 30, 0, 1, 4242, 0, 0, alloc, api});
+    r.timeline.rows.push_back({1'200'000'000, 0x7f0040000000, 1ull << 30, 0, 3, 4243, 0, 0, alloc, api});
+    r.timeline.rows.push_back({4'999'000'000, 0, 3ull << 30, 7, 2, 4242, 2, 0, failed, api});
+    Step st;
+    st.index = 1;
+    st.timeNs = 3'000'000'000;
+    st.devices.push_back(StepDevice{0, 12ull << 30, 9ull << 30, 12ull << 30, 1ull << 20, 6, 512ull << 20});
+    r.steps.push_back(st);
+    r.leaks.push_back(Leak{1, "tensors accumulated across steps", 256 << 20, 40, "grew in 40 of 40 steps"});
+    r.diagnosis.push_back(Diagnosis{"fragmentation", "warning", "3.00 GiB reserved but not allocated",
+                                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
+    Frame py;
+    py.kind = Frame::Kind::Python;
+    py.file = "train.py";
+    py.line = 42;
+    py.function = "forward";
+    Frame native;
+    native.module = 1;
+    native.offset = 0x1234;
+    native.symbol = "c10::cuda::CUDACachingAllocator::malloc(unsigned long)";
+    Frame unknown;
+    unknown.offset = 0xdeadbeef;
+    r.stacks.push_back(Stack{1, {native, py}});
+    r.stacks.push_back(Stack{2, {native, unknown}});
+    r.stacks.push_back(Stack{3, {native}});
+    r.modules.push_back(Module{1, "/usr/lib/libc10_cuda.so", "0123456789abcdef", 0x7f1000000000});
+    r.capture.backends = {"interpose", "torch"};
+    r.capture.eventsPushed = 3;
+    r.capture.eventsRecorded = 3;
+    r.capture.liveAllocations = 13;
+    r.capture.distinctStacks = 3;
+    r.capture.ringBytes = 64 << 20;
+    r.capture.liveMapBytes = 1 << 20;
+    r.capture.stackTableBytes = 4096;
+    r.capture.unknownFrees = 1;
+    r.capture.unwinder = "libunwind";
+    r.capture.notes = {"a note"};
+    return r;
+}
+
+} // namespace oomscope::test
