@@ -1,0 +1,42 @@
+"""Paths of the build under test (OOMSCOPE_BUILD_DIR, set by CTest) and helpers."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+SOURCE = os.environ.get("OOMSCOPE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BUILD = os.environ.get("OOMSCOPE_BUILD_DIR", os.path.join(SOURCE, "build"))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "pylib"))
+
+import oomscope_testlib  # noqa: E402,F401
+
+
+class Build:
+    def __init__(self):
+        self.dir = BUILD
+        self.source = SOURCE
+        self.oomscope = os.path.join(BUILD, "bin", "oomscope")
+        self.preload = os.path.join(BUILD, "lib", "liboomscope.so")
+        self.fake_lib = os.path.join(BUILD, "fakecuda", "lib")
+
+    def program(self, name):
+        return os.path.join(self.dir, "fakecuda", "bin", name)
+
+    def env(self, **extra):
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def preloaded(self, cmd, outdir, **env):
+        """Runs cmd with LD_PRELOAD set directly (no CLI)."""
+        return subprocess.run(cmd, env=self.env(LD_PRELOAD=self.preload, OOMSCOPE_OUTPUT_DIR=outdir, **env),
+                              capture_output=True, text=True, timeout=120, cwd=outdir)
+
+
+@pytest.fixture(scope="session")
+def build():
+    b = Build()
+    assert os.path.exists(b.oomscope), f"build first: {b.oomscope} is missing"
+    return b

@@ -1,0 +1,95 @@
+// Test program for the integration tests: allocates through named helpers, then, depending on
+// its first argument:
+//   exit     returns from main (exit report)
+//   wait     prints "ready" and waits for a signal (SIGTERM/SIGINT report)
+//   handler  installs its own SIGINT handler before any CUDA call, prints "ready", waits; the
+//            handler prints "handled" and the program exits 0
+//   dump     calls oomscope_dump("checkpoint") through dlsym and prints the path
+//   fork     forks a child that makes no CUDA call and exits normally
+// Output is line-buffered so that a test can wait for "ready" instead of sleeping.
+#include "oomscope/oomscope.h"
+
+#include <cuda_runtime_api.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+namespace {
+
+volatile sig_atomic_t g_handled = 0;
+
+void onSigint(int)
+{
+    g_handled = 1;
+}
+
+NOINLINE void* allocate_model(size_t bytes)
+{
+    void* p = nullptr;
+    return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;
+}
+
+NOINLINE void* allocate_pinned(size_t bytes)
+{
+    void* p = nullptr;
+    return cudaMallocHost(&p, bytes) == cudaSuccess ? p : nullptr;
+}
+
+NOINLINE void* allocate_managed(size_t bytes)
+{
+    void* p = nullptr;
+    return cudaMallocManaged(&p, bytes, cudaMemAttachGlobal) == cudaSuccess ? p : nullptr;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    const char* mode = argc > 1 ? argv[1] : "exit";
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    if (std::strcmp(mode, "handler") == 0) {
+        struct sigaction sa {};
+        sa.sa_handler = onSigint;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, nullptr);
+    }
+    volatile int count = 4;  // not unrolled: one call site, one stack
+    for (int i = 0; i < count; ++i)
+        allocate_model(16 << 20);
+    void* transient = allocate_model(8 << 20);
+    cudaFree(transient);
+    allocate_pinned(1 << 20);
+    allocate_managed(2 << 20);
+    std::printf("allocated\n");
+
+    if (std::strcmp(mode, "wait") == 0 || std::strcmp(mode, "handler") == 0) {
+        std::printf("ready\n");
+        while (!g_handled)
+            pause();
+        std::printf("handled\n");
+        return 0;
+    }
+    if (std::strcmp(mode, "dump") == 0) {
+        auto dump = reinterpret_cast<const char* (*)(const char*)>(dlsym(RTLD_DEFAULT, "oomscope_dump"));
+        std::printf("dump: %s\n", dump ? dump("checkpoint") : "(no oomscope)");
+        return 0;
+    }
+    if (std::strcmp(mode, "fork") == 0) {
+        const pid_t child = fork();
+        if (child == 0) {
+            std::printf("child %d\n", int(getpid()));
+            std::exit(0);  // a normal exit, atexit handlers included
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        std::printf("child exited %d\n", WEXITSTATUS(status));
+    }
+    return 0;
+}

@@ -1,0 +1,127 @@
+"""The OOM report of the example program, field by field, on the fake device."""
+import json
+import os
+import subprocess
+
+import oomscope_testlib as t
+
+MiB = 1 << 20
+CAPACITY = 1 << 30
+CONTEXT = 32 * MiB
+
+
+def run_example(build, tmp_path, steps=8):
+    return t.run_oomscope(build.oomscope, [build.program("leaky_oom_fake"), str(steps)], str(tmp_path),
+                          env={"FAKECUDA_CAPACITY": "1GiB"})
+
+
+def test_one_oom_report_with_the_failed_request(build, tmp_path):
+    run = run_example(build, tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert run.count("oom") == 1
+    rep = run.only("oom")
+    printed = [l for l in run.stdout.splitlines() if l.startswith("final step:")][0]
+    requested = int(printed.split("(")[1].split()[0])
+    trig = rep["trigger"]
+    assert trig["kind"] == "oom"
+    assert trig["api"] == "cudaMalloc"
+    assert trig["requested_bytes"] == requested
+    assert trig["device"] == 0
+    assert trig["error"] == 2
+    assert trig["error_name"] == "cudaErrorMemoryAllocation"
+    assert trig["framework"] is None
+    assert "cudaMalloc of" in trig["message"]
+    assert any("run_final_step" in f for f in t.frame_names(rep, trig["stack"]))
+
+
+def test_tracked_bytes_equal_the_live_allocations(build, tmp_path):
+    rep = run_example(build, tmp_path).only("oom")
+    unit = (CAPACITY // 64) & ~0xFFFFF
+    row = t.memory_row(rep, 0)
+    # 12 units of weights and 8 leaked buffers of 2 units are live at the failure.
+    assert row["tracked_bytes"] == 28 * unit
+    assert row["tracked_bytes"] == t.live_sum(rep, 0)
+    assert row["tracked_bytes"] == row["by_kind"]["device"]
+    assert row["peak_tracked_bytes"] == 32 * unit  # with one step's activations
+    dev = rep["devices"][0]
+    assert dev["name"] == "oomscope fakecuda (simulated GPU)"
+    assert dev["total_bytes"] == CAPACITY
+    assert dev["free_bytes"] == CAPACITY - CONTEXT - 28 * unit
+    assert row["untracked_bytes"] == CONTEXT
+    assert row["by_source"]["other"] == 28 * unit
+    assert row["by_source"]["untracked"] == CONTEXT
+
+
+def test_top_sites_name_the_programs_functions(build, tmp_path):
+    rep = run_example(build, tmp_path).only("oom")
+    top, second = rep["sites"][0], rep["sites"][1]
+    assert top["count"] == 8 and second["count"] == 1
+    assert top["bytes"] > second["bytes"]
+    top_frames = t.frame_names(rep, top["stack"])
+    assert "leak_step_buffer" in top_frames[0], top_frames
+    assert any(f.startswith("main") for f in top_frames)
+    assert "load_weights" in t.frame_names(rep, second["stack"])[0]
+    # Frames carry module, build id and offset.
+    module_ids = {f["module"] for f in t.stack(rep, top["stack"])["frames"]}
+    paths = {m["id"]: m for m in rep["modules"]}
+    exe = [paths[i] for i in module_ids if paths[i]["path"].endswith("leaky_oom_fake")][0]
+    assert len(exe["build_id"]) >= 16
+
+
+def test_timeline_ends_with_the_failure(build, tmp_path):
+    rep = run_example(build, tmp_path, steps=3).only("oom")
+    tl = rep["timeline"]
+    rows = tl["rows"]
+    kinds = [r[1] for r in rows]
+    # weights, 3 x (activations, leak, free activations), then the failure
+    assert kinds == ["alloc"] + ["alloc", "alloc", "free"] * 3 + ["alloc_failed"]
+    assert rows[-1][9] == 2
+    assert tl["pushed"] == len(rows) and tl["dropped"] == 0
+    assert rep["capture"]["events_recorded"] == len(rows)
+
+
+def test_small_ring_counts_what_it_dropped(build, tmp_path):
+    run = t.run_oomscope(build.oomscope, [build.program("leaky_oom_fake"), "20"], str(tmp_path),
+                         env={"OOMSCOPE_RING_EVENTS": "16"})
+    rep = run.only("oom")
+    tl = rep["timeline"]
+    assert tl["capacity"] == 16
+    assert len(tl["rows"]) == 16
+    assert tl["pushed"] == 1 + 3 * 20 + 1
+    assert tl["dropped"] + len(tl["rows"]) == tl["pushed"]
+
+
+def test_stack_depth_is_bounded(build, tmp_path):
+    run = t.run_oomscope(build.oomscope, [build.program("leaky_oom_fake"), "2"], str(tmp_path),
+                         env={"OOMSCOPE_STACK_DEPTH": "2"})
+    rep = run.only("oom")
+    assert all(len(s["frames"]) <= 2 for s in rep["stacks"])
+    assert rep["tool"]["options"]["stack_depth"] == "2"
+
+
+def test_report_is_valid_against_the_json_schema(build, tmp_path):
+    jsonschema = __import__("jsonschema")
+    run = run_example(build, tmp_path)
+    with open(os.path.join(build.source, "docs", "report.schema.json")) as f:
+        schema = json.load(f)
+    for paths in run.reports.values():
+        for path in paths:
+            jsonschema.validate(t.load(path), schema)
+
+
+def test_cli_renders_the_oom_report(build, tmp_path):
+    run = run_example(build, tmp_path)
+    path = run.reports["oom"][0]
+    out = subprocess.run([build.oomscope, "report", path, "--top", "2", "--events", "3"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert text.startswith("OUT OF MEMORY on device 0 (oomscope fakecuda (simulated GPU))")
+    assert "request   cudaMalloc of" in text
+    assert "error     cudaErrorMemoryAllocation (2)" in text
+    assert "leak_step_buffer" in text and "load_weights" in text
+    assert "Last events before the trigger" in text
+    assert "\033[" not in text  # not a terminal: no colour
+    # The memory table: tracked / untracked / free / total for device 0.
+    header = [l for l in text.splitlines() if l.strip().startswith("device  name")][0]
+    for column in ("tracked", "untracked", "free", "total"):
+        assert column in header

@@ -1,0 +1,126 @@
+"""Reports at exit, on SIGTERM / SIGINT, on request; a fork child writes nothing."""
+import signal
+import subprocess
+
+import oomscope_testlib as t
+
+MiB = 1 << 20
+
+
+def start(build, args, outdir, via_cli=False):
+    env = build.env(OOMSCOPE_OUTPUT_DIR=str(outdir))
+    if via_cli:
+        cmd = [build.oomscope, "run", "-o", str(outdir), "--", build.program("alloc_modes")] + args
+    else:
+        env["LD_PRELOAD"] = build.preload
+        cmd = [build.program("alloc_modes")] + args
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(outdir))
+
+
+def wait_for_line(proc, wanted):
+    for line in proc.stdout:
+        if line.strip() == wanted:
+            return
+    raise AssertionError(f"program ended before printing {wanted!r}: {proc.stderr.read()}")
+
+
+def check_live_memory(rep):
+    row = t.memory_row(rep, 0)
+    assert row["tracked_bytes"] == 64 * MiB
+    assert row["by_kind"] == {"device": 64 * MiB, "managed": 2 * MiB, "host_pinned": 1 * MiB}
+    top = rep["sites"][0]
+    assert top["count"] == 4 and top["bytes"] == 64 * MiB
+    assert "allocate_model" in t.frame_names(rep, top["stack"])[0]
+
+
+def test_exit_report(build, tmp_path):
+    run = build.preloaded([build.program("alloc_modes"), "exit"], str(tmp_path))
+    assert run.returncode == 0
+    reports = t.reports_in(str(tmp_path))
+    assert list(reports) == ["exit"], reports
+    rep = t.load(reports["exit"][0])
+    assert rep["trigger"]["kind"] == "exit"
+    check_live_memory(rep)
+    kinds = [r[1] for r in rep["timeline"]["rows"]]
+    assert kinds == ["alloc"] * 5 + ["free"] + ["alloc"] * 2
+
+
+def test_exit_report_can_be_switched_off(build, tmp_path):
+    run = build.preloaded([build.program("alloc_modes"), "exit"], str(tmp_path), OOMSCOPE_EXIT_REPORT="0")
+    assert run.returncode == 0
+    assert t.reports_in(str(tmp_path)) == {}
+
+
+def test_sigterm_writes_a_report_then_terminates(build, tmp_path):
+    proc = start(build, ["wait"], tmp_path)
+    wait_for_line(proc, "ready")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGTERM  # died of the signal, as without us
+    reports = t.reports_in(str(tmp_path))
+    assert list(reports) == ["signal"], reports
+    rep = t.load(reports["signal"][0])
+    assert rep["trigger"]["message"] == "received SIGTERM"
+    check_live_memory(rep)
+
+
+def test_sigterm_through_oomscope_run_is_forwarded(build, tmp_path):
+    proc = start(build, ["wait"], tmp_path, via_cli=True)
+    wait_for_line(proc, "ready")
+    proc.send_signal(signal.SIGTERM)  # to the CLI, which passes it on
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    assert list(t.reports_in(str(tmp_path))) == ["signal"]
+
+
+def test_sigint_reaches_the_programs_own_handler(build, tmp_path):
+    proc = start(build, ["handler"], tmp_path)
+    wait_for_line(proc, "ready")
+    proc.send_signal(signal.SIGINT)
+    wait_for_line(proc, "handled")
+    proc.wait(timeout=60)
+    assert proc.returncode == 0
+    reports = t.reports_in(str(tmp_path))
+    # The signal report, then the program exits normally: an exit report too.
+    assert sorted(reports) == ["exit", "signal"], reports
+    assert t.load(reports["signal"][0])["trigger"]["message"] == "received SIGINT"
+
+
+def test_dump_request_through_the_c_api(build, tmp_path):
+    run = build.preloaded([build.program("alloc_modes"), "dump"], str(tmp_path), OOMSCOPE_EXIT_REPORT="0")
+    assert run.returncode == 0
+    reports = t.reports_in(str(tmp_path))
+    assert list(reports) == ["request"]
+    printed = [l for l in run.stdout.splitlines() if l.startswith("dump: ")][0]
+    assert printed == "dump: " + reports["request"][0]
+    rep = t.load(reports["request"][0])
+    assert rep["trigger"]["message"] == "checkpoint"
+    check_live_memory(rep)
+
+
+def test_dump_without_the_preload_is_harmless(build, tmp_path):
+    out = subprocess.run([build.program("alloc_modes"), "dump"], capture_output=True, text=True, cwd=str(tmp_path),
+                         env=build.env())
+    assert out.returncode == 0
+    assert "dump: (no oomscope)" in out.stdout
+
+
+def test_fork_child_without_cuda_writes_nothing(build, tmp_path):
+    run = build.preloaded([build.program("alloc_modes"), "fork"], str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    assert "child exited 0" in run.stdout
+    reports = t.reports_in(str(tmp_path))
+    assert list(reports) == ["exit"]
+    assert len(reports["exit"]) == 1
+    child = int([l for l in run.stdout.splitlines() if l.startswith("child ") and "exited" not in l][0].split()[1])
+    assert t.load(reports["exit"][0])["process"]["pid"] != child
+
+
+def test_unwritable_output_dir_is_one_notice_and_the_program_goes_on(build, tmp_path):
+    missing = tmp_path / "does" / "not" / "exist"
+    run = subprocess.run([build.program("alloc_modes"), "exit"], capture_output=True, text=True, cwd=str(tmp_path),
+                         env=build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(missing)))
+    assert run.returncode == 0
+    assert "allocated" in run.stdout
+    notices = [l for l in run.stderr.splitlines() if l.startswith("oomscope:")]
+    assert len(notices) == 1 and "could not write the exit report" in notices[0], run.stderr
