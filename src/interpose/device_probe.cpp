@@ -111,6 +111,68 @@ std::vector<report::Device> DriverDeviceProbe::probeDevices()
     return devices;
 }
 
+std::vector<report::Pool> DriverDeviceProbe::probePools(const std::vector<uint64_t>& explicitPools)
+{
+    std::vector<report::Pool> pools;
+    const auto getCount = driverFn<CUresult (*)(int*)>("cuDeviceGetCount");
+    const auto defaultPool = driverFn<CUresult (*)(CUmemoryPool*, CUdevice)>("cuDeviceGetDefaultMemPool");
+    const auto currentPool = driverFn<CUresult (*)(CUmemoryPool*, CUdevice)>("cuDeviceGetMemPool");
+    const auto getAttribute = driverFn<CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*)>("cuMemPoolGetAttribute");
+    const auto primaryState = driverFn<CUresult (*)(CUdevice, unsigned*, int*)>("cuDevicePrimaryCtxGetState");
+    const auto ctxGetDevice = driverFn<CUresult (*)(CUdevice*)>("cuCtxGetDevice");
+    int count = 0;
+    if (!getAttribute || !getCount || getCount(&count) != CUDA_SUCCESS)
+        return pools;
+    auto add = [&](CUmemoryPool pool, int device, const char* role) {
+        for (const report::Pool& p : pools) {
+            if (p.handle == uint64_t(reinterpret_cast<uintptr_t>(pool)))
+                return;
+        }
+        report::Pool p;
+        p.device = device;
+        p.handle = uint64_t(reinterpret_cast<uintptr_t>(pool));
+        p.role = role;
+        cuuint64_t v = 0;
+        if (getAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+            return;
+        p.reservedBytes = v;
+        if (getAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) == CUDA_SUCCESS)
+            p.usedBytes = v;
+        if (getAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v) == CUDA_SUCCESS)
+            p.reservedHighBytes = v;
+        if (getAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v) == CUDA_SUCCESS)
+            p.usedHighBytes = v;
+        if (getAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v) == CUDA_SUCCESS)
+            p.releaseThresholdBytes = v;
+        pools.push_back(p);
+    };
+    CUdevice current = -1;
+    if (ctxGetDevice && ctxGetDevice(&current) != CUDA_SUCCESS)
+        current = -1;
+    for (int dev = 0; dev < count; ++dev) {
+        unsigned flags = 0;
+        int active = 0;
+        const bool hasContext =
+            dev == current || (primaryState && primaryState(dev, &flags, &active) == CUDA_SUCCESS && active);
+        if (!hasContext)
+            continue;  // never create a pool (or a context) on an idle device
+        CUmemoryPool pool = nullptr;
+        if (currentPool && currentPool(&pool, dev) == CUDA_SUCCESS && pool)
+            add(pool, dev, "current");
+        if (defaultPool && defaultPool(&pool, dev) == CUDA_SUCCESS && pool) {
+            // The current pool is usually the default one: name it by its role.
+            for (report::Pool& p : pools) {
+                if (p.handle == uint64_t(reinterpret_cast<uintptr_t>(pool)))
+                    p.role = "default";
+            }
+            add(pool, dev, "default");
+        }
+    }
+    for (uint64_t handle : explicitPools)
+        add(reinterpret_cast<CUmemoryPool>(uintptr_t(handle)), -1, "explicit");
+    return pools;
+}
+
 std::string DriverDeviceProbe::errorName(ApiId api, int error)
 {
     const char* name = nullptr;

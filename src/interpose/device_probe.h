@@ -13,6 +13,7 @@ public:
     static DriverDeviceProbe& instance();
     std::vector<report::Device> probeDevices() override;
     std::string errorName(ApiId api, int error) override;
+    std::vector<report::Pool> probePools(const std::vector<uint64_t>& explicitPools) override;
 };
 
 } // namespace oomscope::interpose

@@ -38,6 +38,9 @@ extern const HookInfo kHooks[kHookCount];
 
 template <HookId>
 struct HookTraits;
+// cudaGetDriverEntryPoint is deprecated in CUDA 13 but still exported and still called.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #define OOMSCOPE_HOOK(family, name)                                                                                   \
     template <>                                                                                                       \
     struct HookTraits<HookId::name> {                                                                                 \
@@ -45,6 +48,7 @@ struct HookTraits;
     };
 #include "interpose/hooked_functions.def"
 #undef OOMSCOPE_HOOK
+#pragma GCC diagnostic pop
 
 // The real function behind a hook: resolved on first use (RTLD_NEXT, then the loaded CUDA
 // library by soname, then any loaded object of that family), never our own wrapper. Null when
@@ -66,7 +70,20 @@ inline typename HookTraits<H>::Fn realFn() noexcept
 void* auxFunction(Family family, const char* name) noexcept;
 
 // The loader's real dlsym (never our wrapper), for every lookup of our own.
-void* realDlsym(void* handle, const char* name) noexcept;
+using DlsymFn = void* (*)(void*, const char*) noexcept;  // noexcept: lets dlsym tail-call it
+extern std::atomic<DlsymFn> g_loaderDlsym;
+DlsymFn loaderDlsym() noexcept;  // finds it on first use
+inline void* realDlsym(void* handle, const char* name) noexcept
+{
+    DlsymFn fn = g_loaderDlsym.load(std::memory_order_acquire);
+    if (__builtin_expect(!fn, 0))
+        fn = loaderDlsym();
+    return fn ? fn(handle, name) : nullptr;
+}
+
+// A resolver's answer, replaced by our wrapper of exactly that function when it is one we
+// hook (entry_points.cpp).
+void* substituteWrapper(Family family, void* fn) noexcept;
 
 // 1 enabled, 2 disabled (OOMSCOPE_DISABLE=1), 0 not yet read.
 extern std::atomic<int> g_mode;

@@ -54,9 +54,7 @@ bool inOwnModule(const void* p)
     return a >= own.first && a < own.second;
 }
 
-using DlsymFn = void* (*)(void*, const char*);
-
-DlsymFn loaderDlsym()
+DlsymFn findLoaderDlsym()
 {
     static const DlsymFn fn = [] {
         for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
@@ -132,10 +130,13 @@ void* lookupInFamily(Family family, const char* name)
 
 } // namespace
 
-void* realDlsym(void* handle, const char* name) noexcept
+std::atomic<DlsymFn> g_loaderDlsym{nullptr};
+
+DlsymFn loaderDlsym() noexcept
 {
-    const DlsymFn fn = loaderDlsym();
-    return fn ? fn(handle, name) : nullptr;
+    const DlsymFn fn = findLoaderDlsym();
+    g_loaderDlsym.store(fn, std::memory_order_release);
+    return fn;
 }
 
 bool readMode() noexcept

@@ -1,5 +1,6 @@
 // Wrappers of the CUDA runtime's allocation functions (libcudart.so.13). One line each: the
 // helpers in hooks.h call the real function, read the result and record.
+#include "interpose/capture.h"
 #include "interpose/hooks.h"
 
 using oomscope::interpose::allocHook;
@@ -19,6 +20,14 @@ inline auto pointerOut(void** ptr)
 inline uint64_t streamId(cudaStream_t stream)
 {
     return toU64(stream);
+}
+
+void notePool(cudaMemPool_t pool)
+{
+    if (!oomscope::interpose::enabled())
+        return;
+    if (oomscope::record::Recorder* r = oomscope::interpose::recorder())
+        r->notePool(toU64(pool));
 }
 
 } // namespace
@@ -83,12 +92,14 @@ OOMSCOPE_EXPORT cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream
 
 OOMSCOPE_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream)
 {
+    notePool(pool);
     return allocHook<HookId::cudaMallocFromPoolAsync>(MemKind::Device, size, streamId(stream), pointerOut(ptr), ptr, size,
                                                       pool, stream);
 }
 
 OOMSCOPE_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream)
 {
+    notePool(pool);
     return allocHook<HookId::cudaMallocFromPoolAsync_ptsz>(MemKind::Device, size, streamId(stream), pointerOut(ptr), ptr,
                                                            size, pool, stream);
 }

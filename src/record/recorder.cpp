@@ -171,12 +171,17 @@ void Recorder::addLive(int device, MemKind kind, int64_t delta) noexcept
     }
 }
 
-void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
+void Recorder::endEpisodeOnSuccess() noexcept
 {
-    markProcessActive();
     // A successful allocation ends an OOM episode: the program got past it.
     if (m_inEpisode.load(std::memory_order_relaxed))
         m_inEpisode.store(false, std::memory_order_relaxed);
+}
+
+void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
+{
+    markProcessActive();
+    endEpisodeOnSuccess();
     LiveAllocation entry;
     entry.address = alloc.address;
     entry.size = alloc.size;
@@ -247,6 +252,106 @@ void Recorder::recordMarker(EventKind kind, ApiId api, uint64_t value) noexcept
     push(kind, rec, 0);
 }
 
+void Recorder::recordTimelineOnly(EventKind kind, const AllocRecord& record) noexcept
+{
+    markProcessActive();
+    push(kind, record, 0);
+}
+
+void Recorder::recordVmmCreate(const AllocRecord& alloc) noexcept
+{
+    markProcessActive();
+    endEpisodeOnSuccess();
+    LiveAllocation entry;
+    entry.address = alloc.address;
+    entry.size = alloc.size;
+    entry.timeNs = monotonicNs();
+    entry.stack = alloc.stack.value();
+    entry.api = alloc.api.value();
+    entry.device = int8_t(alloc.device < 127 ? alloc.device : 127);
+    entry.memKind = alloc.kind;
+    try {
+        if (m_vmm.create(entry))
+            addLive(alloc.device, alloc.kind, int64_t(alloc.size));
+    } catch (...) {
+        return;
+    }
+    push(EventKind::Alloc, alloc, 0);
+}
+
+void Recorder::vmmEnded(ApiId api, const LiveAllocation& ended) noexcept
+{
+    addLive(ended.device, ended.memKind, -int64_t(ended.size));
+    AllocRecord rec;
+    rec.api = api;
+    rec.kind = ended.memKind;
+    rec.device = ended.device;
+    rec.address = ended.address;  // the handle
+    rec.size = ended.size;
+    rec.stack = StackId(ended.stack);
+    push(EventKind::Free, rec, 0);
+}
+
+void Recorder::recordVmmRelease(ApiId api, uint64_t handle) noexcept
+{
+    markProcessActive();
+    try {
+        if (const auto ended = m_vmm.release(handle))
+            vmmEnded(api, *ended);
+    } catch (...) {
+    }
+}
+
+void Recorder::recordVmmMap(ApiId api, uint64_t address, uint64_t size, uint64_t handle) noexcept
+{
+    markProcessActive();
+    try {
+        if (!m_vmm.map(address, size, handle))
+            return;
+    } catch (...) {
+        return;
+    }
+    AllocRecord rec;
+    rec.api = api;
+    rec.address = address;
+    rec.size = size;
+    rec.stream = handle;
+    push(EventKind::SegmentMap, rec, 0);
+}
+
+void Recorder::recordVmmUnmap(ApiId api, uint64_t address, uint64_t size) noexcept
+{
+    markProcessActive();
+    try {
+        uint64_t handle = 0;
+        const auto ended = m_vmm.unmap(address, &handle);
+        AllocRecord rec;
+        rec.api = api;
+        rec.address = address;
+        rec.size = size;
+        rec.stream = handle;
+        push(EventKind::SegmentUnmap, rec, 0);
+        if (ended)
+            vmmEnded(api, *ended);
+    } catch (...) {
+    }
+}
+
+void Recorder::notePool(uint64_t pool) noexcept
+{
+    if (pool == 0)
+        return;
+    for (auto& slot : m_pools) {
+        uint64_t current = slot.load(std::memory_order_relaxed);
+        if (current == pool)
+            return;
+        if (current == 0 && slot.compare_exchange_strong(current, pool, std::memory_order_relaxed))
+            return;
+        if (current == pool)
+            return;
+    }
+}
+
 uint64_t Recorder::liveBytes(int device, MemKind kind) const
 {
     const int64_t v = m_liveBytes[slot(device)][size_t(kind)].load(std::memory_order_relaxed);
@@ -257,12 +362,14 @@ void Recorder::lockAllForFork() noexcept
 {
     m_dumpMutex.lock();
     m_live.lockAll();
+    m_vmm.lockForFork();
     m_stacks.lockAll();
 }
 
 void Recorder::unlockAllAfterFork() noexcept
 {
     m_stacks.unlockAll();
+    m_vmm.unlockAfterFork();
     m_live.unlockAll();
     m_dumpMutex.unlock();
 }
@@ -344,9 +451,30 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     if (probe)
         r.devices = probe->probeDevices();
 
-    // Live memory: memory rows, sites.
-    const std::vector<LiveAllocation> live = m_live.snapshot();
+    // Live memory: memory rows, sites. VMM physical allocations count like any other.
+    std::vector<LiveAllocation> live = m_live.snapshot();
+    const std::vector<LiveAllocation> vmmLive = m_vmm.snapshot();
+    live.insert(live.end(), vmmLive.begin(), vmmLive.end());
     r.memory = memoryRows(r.devices);
+    for (const VmmTable::Mapping& m : m_vmm.mappings()) {
+        report::Segment segment;
+        segment.address = m.address;
+        segment.size = m.size;
+        segment.kind = "vmm";
+        segment.device = m.device;
+        r.segments.push_back(std::move(segment));
+    }
+    std::sort(r.segments.begin(), r.segments.end(), [](const report::Segment& a, const report::Segment& b) {
+        return std::tie(a.device, a.address) < std::tie(b.device, b.address);
+    });
+    if (probe) {
+        std::vector<uint64_t> pools;
+        for (const auto& slot : m_pools) {
+            if (const uint64_t pool = slot.load(std::memory_order_relaxed))
+                pools.push_back(pool);
+        }
+        r.pools = probe->probePools(pools);
+    }
 
     struct SiteKey {
         uint32_t stack;

@@ -9,6 +9,7 @@
 #include "record/live_map.h"
 #include "record/ring_buffer.h"
 #include "record/stack_table.h"
+#include "record/vmm_table.h"
 
 #include <atomic>
 #include <cstdint>
@@ -20,6 +21,7 @@
 namespace oomscope::report {
 struct Device;
 struct MemoryRow;
+struct Pool;
 struct Report;
 } // namespace oomscope::report
 
@@ -32,6 +34,8 @@ public:
     virtual ~DeviceProbe() = default;
     virtual std::vector<report::Device> probeDevices() = 0;  // dump time
     virtual std::string errorName(ApiId api, int error) = 0;  // dump time
+    // Stream-ordered pools of the devices that have a context, and the explicit pools seen.
+    virtual std::vector<report::Pool> probePools(const std::vector<uint64_t>& explicitPools) = 0;
 };
 
 enum class TriggerKind { Oom, Exit, Signal, Request };
@@ -81,6 +85,18 @@ public:
     // writes one report; failures until the next successful allocation belong to it.
     void recordFailure(const AllocRecord& alloc, int error, bool outOfMemory) noexcept;
     void recordMarker(EventKind kind, ApiId api, uint64_t value) noexcept;
+    // An event for the timeline only (address-space reservations, pool trims): no live memory.
+    void recordTimelineOnly(EventKind kind, const AllocRecord& record) noexcept;
+
+    // Virtual memory management (see vmm_table.h). The handle goes in alloc.address.
+    void recordVmmCreate(const AllocRecord& alloc) noexcept;
+    void recordVmmRelease(ApiId api, uint64_t handle) noexcept;
+    void recordVmmMap(ApiId api, uint64_t address, uint64_t size, uint64_t handle) noexcept;
+    void recordVmmUnmap(ApiId api, uint64_t address, uint64_t size) noexcept;
+
+    // A stream-ordered pool the program allocated from explicitly: its statistics go into the
+    // report at every trigger.
+    void notePool(uint64_t pool) noexcept;
 
     // Writes a report now. Returns the path written, or empty (one notice on stderr).
     std::string dump(const TriggerInfo& trigger);
@@ -102,6 +118,8 @@ private:
     static std::atomic<Recorder*> s_instance;
 
     void push(EventKind kind, const AllocRecord& alloc, int error) noexcept;
+    void endEpisodeOnSuccess() noexcept;
+    void vmmEnded(ApiId api, const LiveAllocation& ended) noexcept;
     void addLive(int device, MemKind kind, int64_t delta) noexcept;
     std::vector<report::MemoryRow> memoryRows(const std::vector<report::Device>& devices);
 
@@ -110,6 +128,7 @@ private:
     const size_t m_ringCapacity;
     RingBuffer m_ring;
     LiveMap m_live;
+    VmmTable m_vmm;
     StackTable m_stacks;
     std::atomic<DeviceProbe*> m_probe{nullptr};
     std::atomic<uint64_t> m_ownBegin{0};
@@ -124,6 +143,9 @@ private:
     std::atomic<const char*> m_apiNames[kMaxApis] = {};
     std::atomic<uint16_t> m_apiCount{1};
     std::mutex m_apiMutex;
+
+    static constexpr size_t kMaxPools = 64;
+    std::atomic<uint64_t> m_pools[kMaxPools] = {};
 
     std::atomic<bool> m_inEpisode{false};
     std::recursive_mutex m_dumpMutex;

@@ -308,6 +308,22 @@ void readAll(const Value& root, Report* r)
         r->segments.push_back(std::move(seg));
     });
 
+    // Added after the first v1 fixtures: optional.
+    if (root.json().contains("pools")) {
+        root.at("pools").forEach([&](const Value& p) {
+            Pool pool;
+            pool.device = p.at("device").i64();
+            pool.handle = p.at("handle").u64();
+            pool.role = p.at("role").str();
+            pool.reservedBytes = p.at("reserved_bytes").u64();
+            pool.usedBytes = p.at("used_bytes").u64();
+            pool.reservedHighBytes = p.at("reserved_high_bytes").u64();
+            pool.usedHighBytes = p.at("used_high_bytes").u64();
+            pool.releaseThresholdBytes = p.at("release_threshold_bytes").optU64();
+            r->pools.push_back(std::move(pool));
+        });
+    }
+
     root.at("sites").forEach([&](const Value& s) {
         Site site;
         site.stack = s.at("stack").u32();

@@ -288,6 +288,22 @@ void writeAll(Writer& w, const Report& r)
     }
     w.endArray();
 
+    w.key("pools");
+    w.beginArray();
+    for (const Pool& pool : r.pools) {
+        w.beginObject();
+        w.field("device", pool.device);
+        w.field("handle", pool.handle);
+        w.field("role", pool.role);
+        w.field("reserved_bytes", pool.reservedBytes);
+        w.field("used_bytes", pool.usedBytes);
+        w.field("reserved_high_bytes", pool.reservedHighBytes);
+        w.field("used_high_bytes", pool.usedHighBytes);
+        w.field("release_threshold_bytes", pool.releaseThresholdBytes);
+        w.endObject();
+    }
+    w.endArray();
+
     w.key("sites");
     w.beginArray();
     for (const Site& s : r.sites) {

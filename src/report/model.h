@@ -99,6 +99,21 @@ struct Segment {
     bool operator==(const Segment&) const = default;
 };
 
+// A stream-ordered memory pool at the trigger (cuMemPoolGetAttribute). Key added after the
+// first v1 fixtures: absent in older reports, read as empty.
+struct Pool {
+    int64_t device = 0;
+    uint64_t handle = 0;
+    std::string role;  // default, current, explicit
+    uint64_t reservedBytes = 0;
+    uint64_t usedBytes = 0;
+    uint64_t reservedHighBytes = 0;
+    uint64_t usedHighBytes = 0;
+    std::optional<uint64_t> releaseThresholdBytes;
+
+    bool operator==(const Pool&) const = default;
+};
+
 struct Site {
     uint32_t stack = 0;
     int64_t device = 0;
@@ -238,6 +253,7 @@ struct Report {
     std::vector<MemoryRow> memory;
     std::optional<std::vector<MemoryRow>> atFirstFailure;
     std::vector<Segment> segments;
+    std::vector<Pool> pools;
     std::vector<Site> sites;  // sorted by bytes, largest first
     Timeline timeline;
     std::vector<Step> steps;

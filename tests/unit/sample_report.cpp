@@ -62,6 +62,7 @@ report::Report sampleReport()
     s.stream = 0;
     s.blocks = {{0, 1ull << 30, "active_allocated", 1}, {1ull << 30, 1ull << 30, "inactive", std::nullopt}};
     r.segments.push_back(s);
+    r.pools.push_back(Pool{0, 0x5555aaaa0000, "default", 64ull << 20, 48ull << 20, 80ull << 20, 60ull << 20, 0});
     r.sites.push_back(Site{1, 0, "device", 12, 12ull << 30, 1'100'000'000, 4'900'000'000});
     r.sites.push_back(Site{3, 0, "device", 1, 1ull << 30, 1'200'000'000, 1'200'000'000});
     r.timeline.capacity = 1 << 20;

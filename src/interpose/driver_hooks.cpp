@@ -1,0 +1,252 @@
+// Wrappers of the CUDA driver's allocation functions (libcuda.so.1), reached as exported
+// symbols or, far more often, through the entry-point doors (entry_points.cpp). One line each,
+// but for VMM, whose accounting lives in record/vmm_table.
+#include "interpose/capture.h"
+#include "interpose/hooks.h"
+
+using oomscope::interpose::allocHook;
+using oomscope::interpose::freeHook;
+using oomscope::interpose::HookId;
+using oomscope::interpose::toU64;
+using oomscope::record::MemKind;
+
+namespace oi = oomscope::interpose;
+
+namespace {
+
+inline auto devicePtrOut(CUdeviceptr* ptr)
+{
+    return [ptr](uint64_t& address, uint64_t&) { address = uint64_t(*ptr); };
+}
+
+inline auto hostPtrOut(void** ptr)
+{
+    return [ptr](uint64_t& address, uint64_t&) { address = toU64(*ptr); };
+}
+
+inline uint64_t streamId(CUstream stream)
+{
+    return toU64(stream);
+}
+
+void notePool(CUmemoryPool pool)
+{
+    if (oomscope::record::Recorder* r = oi::recorder())
+        r->notePool(toU64(pool));
+}
+
+// The hook is outermost and recording: the recorder, else null.
+oomscope::record::Recorder* recordingRecorder(const oi::HookScope& scope)
+{
+    return scope.recording() ? oi::recorder() : nullptr;
+}
+
+} // namespace
+
+// ---- device, managed and pinned host memory
+
+OOMSCOPE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize)
+{
+    return allocHook<HookId::cuMemAlloc_v2>(MemKind::Device, bytesize, 0, devicePtrOut(dptr), dptr, bytesize);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t widthInBytes, size_t height,
+                                             unsigned int elementSizeBytes)
+{
+    auto out = [=](uint64_t& address, uint64_t& size) {
+        address = uint64_t(*dptr);
+        size = uint64_t(*pPitch) * height;
+    };
+    return allocHook<HookId::cuMemAllocPitch_v2>(MemKind::Device, uint64_t(widthInBytes) * height, 0, out, dptr, pPitch,
+                                                 widthInBytes, height, elementSizeBytes);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags)
+{
+    return allocHook<HookId::cuMemAllocManaged>(MemKind::Managed, bytesize, 0, devicePtrOut(dptr), dptr, bytesize, flags);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    return freeHook<HookId::cuMemFree_v2>(uint64_t(dptr), 0, dptr);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytesize)
+{
+    return allocHook<HookId::cuMemAllocHost_v2>(MemKind::HostPinned, bytesize, 0, hostPtrOut(pp), pp, bytesize);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags)
+{
+    return allocHook<HookId::cuMemHostAlloc>(MemKind::HostPinned, bytesize, 0, hostPtrOut(pp), pp, bytesize, flags);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemFreeHost(void* p)
+{
+    return freeHook<HookId::cuMemFreeHost>(toU64(p), 0, p);
+}
+
+// ---- stream-ordered allocator: recorded at enqueue
+
+OOMSCOPE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream)
+{
+    return allocHook<HookId::cuMemAllocAsync>(MemKind::Device, bytesize, streamId(hStream), devicePtrOut(dptr), dptr,
+                                              bytesize, hStream);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream)
+{
+    return allocHook<HookId::cuMemAllocAsync_ptsz>(MemKind::Device, bytesize, streamId(hStream), devicePtrOut(dptr), dptr,
+                                                   bytesize, hStream);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    if (oi::enabled())
+        notePool(pool);
+    return allocHook<HookId::cuMemAllocFromPoolAsync>(MemKind::Device, bytesize, streamId(hStream), devicePtrOut(dptr),
+                                                      dptr, bytesize, pool, hStream);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                                       CUstream hStream)
+{
+    if (oi::enabled())
+        notePool(pool);
+    return allocHook<HookId::cuMemAllocFromPoolAsync_ptsz>(MemKind::Device, bytesize, streamId(hStream),
+                                                           devicePtrOut(dptr), dptr, bytesize, pool, hStream);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return freeHook<HookId::cuMemFreeAsync>(uint64_t(dptr), streamId(hStream), dptr, hStream);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return freeHook<HookId::cuMemFreeAsync_ptsz>(uint64_t(dptr), streamId(hStream), dptr, hStream);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    const auto real = oi::realFn<HookId::cuMemPoolTrimTo>();
+    if (!real)
+        return oi::unresolvedResult<CUresult>();
+    oi::HookScope scope;
+    const CUresult rc = real(pool, minBytesToKeep);
+    if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS) {
+        oomscope::record::AllocRecord rec;
+        rec.api = oi::apiOf(HookId::cuMemPoolTrimTo);
+        rec.address = toU64(pool);
+        rec.size = minBytesToKeep;
+        rec.device = oi::currentDevice(oi::Family::Driver);
+        r->recordTimelineOnly(oomscope::record::EventKind::PoolTrim, rec);
+    }
+    return rc;
+}
+
+// ---- virtual memory management
+
+OOMSCOPE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                                      unsigned long long flags)
+{
+    const auto real = oi::realFn<HookId::cuMemCreate>();
+    if (!real)
+        return oi::unresolvedResult<CUresult>();
+    oi::HookScope scope;
+    const CUresult rc = real(handle, size, prop, flags);
+    if (auto* r = recordingRecorder(scope)) {
+        oomscope::record::AllocRecord rec;
+        rec.api = oi::apiOf(HookId::cuMemCreate);
+        rec.kind = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? MemKind::Device : MemKind::HostPinned;
+        rec.device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
+                                                                                 : oi::currentDevice(oi::Family::Driver);
+        rec.size = size;
+        rec.stack = r->captureStack();
+        if (rc == CUDA_SUCCESS && handle) {
+            rec.address = uint64_t(*handle);
+            r->recordVmmCreate(rec);
+        } else {
+            // PyTorch probes for a fabric-exportable handle first and gets an error that is
+            // not out-of-memory (CUDA_ERROR_NOT_PERMITTED on the H200): recorded, no episode.
+            r->recordFailure(rec, int(rc), oi::isOutOfMemory(oi::Family::Driver, int(rc)));
+        }
+    }
+    return rc;
+}
+
+OOMSCOPE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    const auto real = oi::realFn<HookId::cuMemRelease>();
+    if (!real)
+        return oi::unresolvedResult<CUresult>();
+    oi::HookScope scope;
+    if (auto* r = recordingRecorder(scope))
+        r->recordVmmRelease(oi::apiOf(HookId::cuMemRelease), uint64_t(handle));
+    return real(handle);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                                   unsigned long long flags)
+{
+    const auto real = oi::realFn<HookId::cuMemMap>();
+    if (!real)
+        return oi::unresolvedResult<CUresult>();
+    oi::HookScope scope;
+    const CUresult rc = real(ptr, size, offset, handle, flags);
+    if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS)
+        r->recordVmmMap(oi::apiOf(HookId::cuMemMap), uint64_t(ptr), size, uint64_t(handle));
+    return rc;
+}
+
+OOMSCOPE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    const auto real = oi::realFn<HookId::cuMemUnmap>();
+    if (!real)
+        return oi::unresolvedResult<CUresult>();
+    oi::HookScope scope;
+    if (auto* r = recordingRecorder(scope))
+        r->recordVmmUnmap(oi::apiOf(HookId::cuMemUnmap), uint64_t(ptr), size);
+    return real(ptr, size);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                              unsigned long long flags)
+{
+    const auto real = oi::realFn<HookId::cuMemAddressReserve>();
+    if (!real)
+        return oi::unresolvedResult<CUresult>();
+    oi::HookScope scope;
+    const CUresult rc = real(ptr, size, alignment, addr, flags);
+    // Address space is not memory: a timeline marker, nothing live.
+    if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS && ptr) {
+        oomscope::record::AllocRecord rec;
+        rec.api = oi::apiOf(HookId::cuMemAddressReserve);
+        rec.address = uint64_t(*ptr);
+        rec.size = size;
+        r->recordTimelineOnly(oomscope::record::EventKind::Marker, rec);
+    }
+    return rc;
+}
+
+OOMSCOPE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    const auto real = oi::realFn<HookId::cuMemAddressFree>();
+    if (!real)
+        return oi::unresolvedResult<CUresult>();
+    oi::HookScope scope;
+    if (auto* r = recordingRecorder(scope)) {
+        oomscope::record::AllocRecord rec;
+        rec.api = oi::apiOf(HookId::cuMemAddressFree);
+        rec.address = uint64_t(ptr);
+        rec.size = size;
+        r->recordTimelineOnly(oomscope::record::EventKind::Marker, rec);
+    }
+    return real(ptr, size);
+}
+
+OOMSCOPE_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total)
+{
+    const auto real = oi::realFn<HookId::cuMemGetInfo_v2>();
+    return real ? real(free, total) : oi::unresolvedResult<CUresult>();
+}

@@ -1,0 +1,59 @@
+// Accounting of CUDA virtual memory management (cuMemCreate & co.): physical memory is a
+// handle's size, counted from cuMemCreate to the later of cuMemRelease and the last cuMemUnmap
+// of a range mapped to it (the driver frees it only then); mapped ranges are kept for the
+// segment view; reserved address space alone is not memory.
+// Any thread. One mutex: VMM calls are a few thousand per run (PyTorch's expandable segments
+// map 20 MiB pages), not the per-tensor path.
+#pragma once
+
+#include "record/live_map.h"
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace oomscope::record {
+
+class VmmTable {
+public:
+    struct Mapping {
+        uint64_t address;
+        uint64_t size;
+        uint64_t handle;
+        int device;
+    };
+
+    // A physical allocation. Returns false if the handle was already known (then replaced).
+    bool create(const LiveAllocation& handle);
+    // The handle's allocation when this call ends its life (freed now), else nullopt.
+    std::optional<LiveAllocation> release(uint64_t handle);
+    // Maps [address, address+size) to handle. False when the handle is unknown.
+    bool map(uint64_t address, uint64_t size, uint64_t handle);
+    // Unmaps the range at address; returns the handle's allocation if that ends its life.
+    std::optional<LiveAllocation> unmap(uint64_t address, uint64_t* handleOut = nullptr);
+
+    // Live physical allocations, each with `address` set to its first mapped range (0 while
+    // unmapped), for sites and attribution.
+    std::vector<LiveAllocation> snapshot() const;
+    std::vector<Mapping> mappings() const;
+    size_t size() const;
+
+    void lockForFork() { m_mutex.lock(); }
+    void unlockAfterFork() { m_mutex.unlock(); }
+
+private:
+    struct Handle {
+        LiveAllocation allocation;  // address field holds the handle value
+        bool released = false;
+        uint32_t mappings = 0;
+    };
+    std::optional<LiveAllocation> endIfDone(std::unordered_map<uint64_t, Handle>::iterator it);
+
+    mutable std::mutex m_mutex;
+    std::unordered_map<uint64_t, Handle> m_handles;
+    std::unordered_map<uint64_t, Mapping> m_mappings;  // by address
+};
+
+} // namespace oomscope::record
