@@ -66,6 +66,7 @@ int main(int argc, char** argv)
     cudaGetDeviceProperties(&prop, 0);
     std::printf("device: %s, %.0f MiB total, %.0f MiB free\n", prop.name, double(totalBytes) / kMiB,
                 double(freeBytes) / kMiB);
+    const size_t freeAtStart = freeBytes;
 
     const size_t unit = (totalBytes / 64) & ~size_t(0xFFFFF);  // 1/64 of the device, MiB-aligned
     void* weights = load_weights(12 * unit);
@@ -81,6 +82,7 @@ int main(int argc, char** argv)
                 double(leaked.size() * 2 * unit) / kMiB);
 
     cudaMemGetInfo(&freeBytes, &totalBytes);
+    std::printf("driver used by the steps: %zu bytes\n", freeAtStart - freeBytes);
     const int rc = run_final_step(freeBytes + 8 * unit);
     for (void* p : leaked)
         cudaFree(p);

@@ -76,6 +76,8 @@ const Config& Config::get()
         c->exitReport = envFlag("OOMSCOPE_EXIT_REPORT", true);
         c->signalReports = envFlag("OOMSCOPE_SIGNALS", true);
         c->quiet = envFlag("OOMSCOPE_QUIET", false);
+        if (const char* ms = std::getenv("OOMSCOPE_OOM_EPISODE_MS"); ms && *ms)
+            c->oomEpisodeMs = uint32_t(std::strtoul(ms, nullptr, 10));
         return static_cast<const Config*>(c);
     }();
     return *config;

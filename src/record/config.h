@@ -17,6 +17,7 @@ struct Config {
     bool signalReports = true;      // OOMSCOPE_SIGNALS=0 installs no signal handlers
     bool quiet = false;             // OOMSCOPE_QUIET=1: no notice on stderr when a report is written
     uint32_t signalTimeoutMs = 10000;  // how long a fatal signal waits for its report
+    uint32_t oomEpisodeMs = 2000;   // OOMSCOPE_OOM_EPISODE_MS: failures closer than this are one episode
 
     static const Config& get();
 };

@@ -171,17 +171,9 @@ void Recorder::addLive(int device, MemKind kind, int64_t delta) noexcept
     }
 }
 
-void Recorder::endEpisodeOnSuccess() noexcept
-{
-    // A successful allocation ends an OOM episode: the program got past it.
-    if (m_inEpisode.load(std::memory_order_relaxed))
-        m_inEpisode.store(false, std::memory_order_relaxed);
-}
-
 void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
 {
     markProcessActive();
-    endEpisodeOnSuccess();
     LiveAllocation entry;
     entry.address = alloc.address;
     entry.size = alloc.size;
@@ -232,8 +224,11 @@ void Recorder::recordFailure(const AllocRecord& alloc, int error, bool outOfMemo
     push(EventKind::AllocFailed, alloc, error);
     if (!outOfMemory)
         return;
-    if (m_inEpisode.exchange(true, std::memory_order_acq_rel))
-        return;  // not the first failure of this episode
+    const uint64_t now = monotonicNs();
+    const uint64_t previous = m_lastOomNs.exchange(now, std::memory_order_acq_rel);
+    const uint64_t window = uint64_t(Config::get().oomEpisodeMs) * 1000000ull;
+    if (previous != 0 && now - previous <= window)
+        return;  // the same episode
     try {
         TriggerInfo trigger;
         trigger.kind = TriggerKind::Oom;
@@ -242,6 +237,8 @@ void Recorder::recordFailure(const AllocRecord& alloc, int error, bool outOfMemo
         dump(trigger);
     } catch (...) {
     }
+    // The window runs from the end of the report: writing it must not split one episode.
+    m_lastOomNs.store(monotonicNs(), std::memory_order_release);
 }
 
 void Recorder::recordMarker(EventKind kind, ApiId api, uint64_t value) noexcept
@@ -261,7 +258,6 @@ void Recorder::recordTimelineOnly(EventKind kind, const AllocRecord& record) noe
 void Recorder::recordVmmCreate(const AllocRecord& alloc) noexcept
 {
     markProcessActive();
-    endEpisodeOnSuccess();
     LiveAllocation entry;
     entry.address = alloc.address;
     entry.size = alloc.size;

@@ -82,7 +82,10 @@ public:
     // that is not live: unknown frees pass through.
     bool recordFree(ApiId api, uint64_t address, uint64_t stream, EventKind kind = EventKind::Free) noexcept;
     // A failed allocation. An out-of-memory error starts an OOM episode: its first failure
-    // writes one report; failures until the next successful allocation belong to it.
+    // writes one report; out-of-memory errors less than OOMSCOPE_OOM_EPISODE_MS after the
+    // previous one belong to the same episode, successes in between or not (an allocator's
+    // retry after flushing its cache: PyTorch's expandable segments re-create hundreds of
+    // handles before failing again, measured on the H200).
     void recordFailure(const AllocRecord& alloc, int error, bool outOfMemory) noexcept;
     void recordMarker(EventKind kind, ApiId api, uint64_t value) noexcept;
     // An event for the timeline only (address-space reservations, pool trims): no live memory.
@@ -118,7 +121,6 @@ private:
     static std::atomic<Recorder*> s_instance;
 
     void push(EventKind kind, const AllocRecord& alloc, int error) noexcept;
-    void endEpisodeOnSuccess() noexcept;
     void vmmEnded(ApiId api, const LiveAllocation& ended) noexcept;
     void addLive(int device, MemKind kind, int64_t delta) noexcept;
     std::vector<report::MemoryRow> memoryRows(const std::vector<report::Device>& devices);
@@ -147,7 +149,7 @@ private:
     static constexpr size_t kMaxPools = 64;
     std::atomic<uint64_t> m_pools[kMaxPools] = {};
 
-    std::atomic<bool> m_inEpisode{false};
+    std::atomic<uint64_t> m_lastOomNs{0};  // the last out-of-memory error (or its report's end)
     std::recursive_mutex m_dumpMutex;
 };
 

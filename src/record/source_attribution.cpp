@@ -27,20 +27,23 @@ bool isCudaModule(const std::string& path)
 
 const char* classifySource(const std::string& path)
 {
+    // By the library's own name first: wheels put libcublas & co. under any prefix (a venv
+    // named /opt/torch/.venv holds JAX and CuPy too), so folder names alone decide nothing.
     const std::string base = baseName(path);
-    if (startsWith(base, "libc10") || startsWith(base, "libtorch") || base == "_C.so" ||
-        path.find("/torch/") != std::string::npos)
-        return "torch";
     if (startsWith(base, "libnccl"))
         return "nccl";
     if (startsWith(base, "libcublas"))
         return "cublas";
     if (startsWith(base, "libcudnn"))
         return "cudnn";
-    if (path.find("jaxlib") != std::string::npos || path.find("jax_plugins") != std::string::npos ||
-        base.find("xla") != std::string::npos)
+    if (startsWith(base, "libc10") || startsWith(base, "libtorch") || path.find("/site-packages/torch/") != std::string::npos ||
+        path.find("/dist-packages/torch/") != std::string::npos)
+        return "torch";
+    if (path.find("/jaxlib/") != std::string::npos || path.find("/jax_plugins/") != std::string::npos ||
+        path.find("/jax/") != std::string::npos || base.find("xla") != std::string::npos)
         return "jax";
-    if (path.find("cupy") != std::string::npos)
+    if (path.find("/cupy/") != std::string::npos || path.find("/cupy_backends/") != std::string::npos ||
+        startsWith(base, "cupy"))
         return "cupy";
     return "other";
 }

@@ -133,9 +133,193 @@ def scenario_torch_oom(ctx):
             f"stacks through libc10_cuda; by_source torch")
 
 
+# ---------------------------------------------------------------- driver doors (issue 3)
+
+TOLERANCE = 96 * MiB  # lazily loaded kernels and library handles move the driver's count too
+
+
+def run_three_ways(ctx, name, make_cmd, env=None):
+    """Under oomscope, plain, and under oomscope with OOMSCOPE_DISABLE=1: the program's result
+    lines and exit status must be the same all three ways. make_cmd(tag) builds the command."""
+    env = dict(env or {})
+    out = ctx.dir(name)
+    traced = t.run_oomscope(ctx.oomscope, make_cmd("traced"), out, env=env)
+    plain = subprocess.run(make_cmd("plain"), env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+    disabled = t.run_oomscope(ctx.oomscope, make_cmd("disabled"), ctx.dir(name + "_disabled"),
+                              env=dict(env, OOMSCOPE_DISABLE="1"))
+
+    def result(text):
+        return [l for l in text.splitlines() if l.startswith(("result:", "final step:", "after "))]
+    check(traced.returncode == plain.returncode == disabled.returncode,
+          f"exit status traced {traced.returncode} plain {plain.returncode} disabled {disabled.returncode}; "
+          f"stderr: {traced.stderr[-600:]}")
+    check(result(traced.stdout) and result(traced.stdout) == result(plain.stdout) == result(disabled.stdout),
+          f"results differ: {result(traced.stdout)} / {result(plain.stdout)} / {result(disabled.stdout)}")
+    check(not disabled.reports, f"OOMSCOPE_DISABLE=1 wrote {disabled.reports}")
+    return traced, out
+
+
+def workload(ctx, name, workload_name, env=None):
+    """The workload three ways; returns the traced run, its facts and its measure report."""
+    facts_path = os.path.join(ctx.outdir, name + "-facts-{}.json")
+    script = os.path.join(HERE, "scenarios", "workloads.py")
+    run, _ = run_three_ways(ctx, name, lambda tag: [sys.executable, script, workload_name, facts_path.format(tag)], env)
+    facts = t.load(facts_path.format("traced"))
+    check(facts.get("report"), f"no measure report; stderr: {run.stderr[-500:]}")
+    return run, facts, t.load(facts["report"])
+
+
+def tracked_of(path, device=0):
+    if not path:
+        return 0
+    rep = t.load(path)
+    return next((r["tracked_bytes"] for r in rep["memory"] if r["device"] == device), 0)
+
+
+def delta_line(facts, tracked, baseline_tracked=None):
+    """Tracked growth between the baseline and measure reports against the driver's growth
+    over the same span; the rest of the driver's use before the baseline is the context."""
+    base = tracked_of(facts.get("baseline")) if baseline_tracked is None else baseline_tracked
+    delta = facts["free0"] - facts["free1"]
+    grown = tracked - base
+    ok = abs(delta - grown) <= TOLERANCE
+    context = facts["total"] - facts["free0"] - base
+    return ok, (f"tracked {tracked / MiB:.0f} MiB (+{grown / MiB:.0f} MiB since baseline) vs driver +{delta / MiB:.0f} MiB "
+                f"(diff {(delta - grown) / MiB:+.0f} MiB); context residue {context / MiB:.0f} MiB")
+
+
+def site_sources(rep):
+    """Sum of device-kind site bytes by the source their stack gives."""
+    from collections import Counter
+    out = Counter()
+    for s in rep["sites"]:
+        if s["kind"] != "device":
+            continue
+        mods = t.frame_modules(rep, s["stack"])
+        first = next((m for m in mods if not m.startswith(("libcuda.so", "libcudart", "liboomscope"))), "")
+        out[first] += s["bytes"]
+    return out
+
+
+def scenario_static_runtime(ctx):
+    """(a) plain nvcc (static runtime): the driver reached through dlsym + cuGetProcAddress."""
+    exe = os.path.join(ctx.examples, "leaky_oom_static")
+    run, out = run_three_ways(ctx, "static_runtime", lambda tag: [exe, "8"])
+    check(run.returncode == 1, f"exit {run.returncode}")
+    rep = run.only("oom")
+    trig = rep["trigger"]
+    requested = int([l for l in run.stdout.splitlines() if l.startswith("final step:")][0].split("(")[1].split()[0])
+    check(trig["requested_bytes"] == requested and trig["error"] == 2, f"trigger {trig}")
+    dev = trig["device"]
+    row = t.memory_row(rep, dev)
+    total = next(d["total_bytes"] for d in rep["devices"] if d["index"] == dev)
+    unit = (total // 64) & ~0xFFFFF
+    check(row["tracked_bytes"] == 28 * unit == t.live_sum(rep, dev), f"tracked {row['tracked_bytes']} vs {28 * unit}")
+    used = int([l for l in run.stdout.splitlines() if l.startswith("driver used by the steps:")][0].split(":")[1].split()[0])
+    check(abs(used - 28 * unit) <= TOLERANCE, f"driver used {used} vs tracked {28 * unit}")
+    check(any("leak_step_buffer" in f for f in t.frame_names(rep, rep["sites"][0]["stack"])), "top site")
+    return (f"OOM via {trig['api']} ({requested / MiB:.0f} MiB); tracked {row['tracked_bytes'] / MiB:.0f} MiB vs "
+            f"driver delta {used / MiB:.0f} MiB; apis {sorted({r[6] for r in rep['timeline']['rows']})}")
+
+
+def scenario_torch_default(ctx):
+    """(b) PyTorch, default caching allocator."""
+    _, facts, rep = workload(ctx, "torch_default", "torch-default")
+    row = t.memory_row(rep, 0)
+    check(row["tracked_bytes"] == facts["reserved"], f"tracked {row['tracked_bytes']} != reserved {facts['reserved']}")
+    ok, line = delta_line(facts, row["tracked_bytes"])
+    check(ok, line)
+    return f"{line}; == memory_reserved(); by_source {compact(row['by_source'])}"
+
+
+def scenario_torch_expandable(ctx):
+    """(c) PyTorch with expandable_segments:True (cuMemCreate & co.), including an OOM."""
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    run, facts, rep = workload(ctx, "torch_expandable", "torch-expandable", env)
+    row = t.memory_row(rep, 0)
+    check(row["tracked_bytes"] == facts["reserved"], f"tracked {row['tracked_bytes']} != reserved {facts['reserved']}")
+    ok, line = delta_line(facts, row["tracked_bytes"])
+    check(ok, line)
+    apis = {r[6] for r in rep["timeline"]["rows"]}
+    check("cuMemCreate" in apis and "cuMemMap" in apis, f"apis {apis}")
+    check(facts["oom"], "no OutOfMemoryError")
+    check(run.count("oom") == 1, f"OOM reports: {run.count('oom')}")
+    oom = run.only("oom")
+    failed = [r[9] for r in oom["timeline"]["rows"] if r[1] == "alloc_failed"]
+    return (f"{line}; == memory_reserved(); {len(rep['segments'])} vmm segments; OOM via {oom['trigger']['api']} "
+            f"error {oom['trigger']['error']}; failures seen {sorted(set(failed))}")
+
+
+def scenario_torch_async(ctx):
+    """(d) PyTorch with backend:cudaMallocAsync (stream-ordered pool)."""
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}
+    _, facts, rep = workload(ctx, "torch_async", "torch-async", env)
+    check(facts["backend"] == "cudaMallocAsync", f"backend {facts['backend']}")
+    row = t.memory_row(rep, 0)
+    pools = [p for p in rep["pools"] if p["device"] == 0]
+    check(pools, "no pool statistics")
+    reserved = max(p["reserved_bytes"] for p in pools)
+    used = max(p["used_bytes"] for p in pools)
+    check(row["tracked_bytes"] == used, f"tracked {row['tracked_bytes']} != pool used {used}")
+    base_pools = [p for p in t.load(facts["baseline"])["pools"] if p["device"] == 0]
+    base_reserved = max((p["reserved_bytes"] for p in base_pools), default=0)
+    ok, line = delta_line(facts, reserved, base_reserved)
+    check(ok, "pool reserved vs driver: " + line)
+    return (f"tracked {row['tracked_bytes'] / MiB:.0f} MiB == pool used; pool reserved {reserved / MiB:.0f} MiB; "
+            f"{line.replace('tracked', 'pool reserved')}; torch allocated {facts['allocated'] / MiB:.0f} MiB")
+
+
+def scenario_cupy(ctx):
+    """(e) CuPy with its default memory pool."""
+    _, facts, rep = workload(ctx, "cupy", "cupy")
+    row = t.memory_row(rep, 0)
+    check(row["tracked_bytes"] == facts["pool_total"], f"tracked {row['tracked_bytes']} != pool total {facts['pool_total']}")
+    ok, line = delta_line(facts, row["tracked_bytes"])
+    check(ok, line)
+    check(row["by_source"].get("cupy", 0) == row["tracked_bytes"], f"by_source {row['by_source']}")
+    return f"{line}; == CuPy pool total_bytes; by_source {compact(row['by_source'])}"
+
+
+def scenario_jax(ctx):
+    """(f) JAX with its default preallocation: the big XLA allocation owned by jax."""
+    _, facts, rep = workload(ctx, "jax", "jax")
+    row = t.memory_row(rep, 0)
+    ok, line = delta_line(facts, row["tracked_bytes"])
+    check(ok, line)
+    top = rep["sites"][0]
+    check(top["bytes"] >= facts["total"] // 2, f"top site {top['bytes']}")
+    check(row["by_source"].get("jax", 0) >= top["bytes"], f"by_source {row['by_source']}")
+    return f"{line}; largest allocation {top['bytes'] / MiB:.0f} MiB owned by jax; by_source {compact(row['by_source'])}"
+
+
+def scenario_cublas(ctx):
+    """(g) a cuBLAS matmul: its workspace attributed to cublas or torch, as its stack says."""
+    _, facts, rep = workload(ctx, "torch_cublas", "torch-cublas")
+    row = t.memory_row(rep, 0)
+    ok, line = delta_line(facts, row["tracked_bytes"])
+    check(ok, line)
+    by_module = site_sources(rep)
+    cublas = sum(b for m, b in by_module.items() if m.startswith("libcublas"))
+    check(row["by_source"].get("cublas", 0) == cublas, f"by_source {row['by_source']} vs stacks {dict(by_module)}")
+    torch_bytes = sum(b for m, b in by_module.items() if m.startswith(("libc10", "libtorch")))
+    check(row["by_source"].get("torch", 0) == torch_bytes, f"by_source {row['by_source']} vs stacks {dict(by_module)}")
+    return f"{line}; by_source {compact(row['by_source'])} matches the stacks; reserved {facts['reserved'] / MiB:.0f} MiB"
+
+
+def compact(by_source):
+    return ", ".join(f"{k} {v / MiB:.0f} MiB" for k, v in sorted(by_source.items()) if v)
+
+
 SCENARIOS = [
     ("cuda_example", scenario_cuda_example),
     ("torch_oom", scenario_torch_oom),
+    ("static_runtime", scenario_static_runtime),
+    ("torch_default", scenario_torch_default),
+    ("torch_expandable", scenario_torch_expandable),
+    ("torch_async", scenario_torch_async),
+    ("cupy", scenario_cupy),
+    ("jax", scenario_jax),
+    ("torch_cublas", scenario_cublas),
 ]
 
 

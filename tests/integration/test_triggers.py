@@ -124,3 +124,19 @@ def test_unwritable_output_dir_is_one_notice_and_the_program_goes_on(build, tmp_
     assert "allocated" in run.stdout
     notices = [l for l in run.stderr.splitlines() if l.startswith("oomscope:")]
     assert len(notices) == 1 and "could not write the exit report" in notices[0], run.stderr
+
+
+def test_an_allocator_retry_is_one_oom_episode(build, tmp_path):
+    run = build.preloaded([build.program("alloc_modes"), "retry"], str(tmp_path), OOMSCOPE_EXIT_REPORT="0")
+    assert "failures 2" in run.stdout
+    reports = t.reports_in(str(tmp_path))
+    assert len(reports["oom"]) == 1
+    rows = t.load(reports["oom"][0])["timeline"]["rows"]
+    assert [r[1] for r in rows][-1] == "alloc_failed"  # written at the first failure
+
+
+def test_failures_further_apart_than_the_window_are_two_episodes(build, tmp_path):
+    run = build.preloaded([build.program("alloc_modes"), "retry"], str(tmp_path), OOMSCOPE_EXIT_REPORT="0",
+                          OOMSCOPE_OOM_EPISODE_MS="0")
+    assert "failures 2" in run.stdout
+    assert len(t.reports_in(str(tmp_path))["oom"]) == 2

@@ -6,6 +6,8 @@
 //            handler prints "handled" and the program exits 0
 //   dump     calls oomscope_dump("checkpoint") through dlsym and prints the path
 //   fork     forks a child that makes no CUDA call and exits normally
+//   retry    fails out of memory, succeeds with small requests, fails again (an allocator's
+//            retry after flushing its cache)
 // Output is line-buffered so that a test can wait for "ready" instead of sleeping.
 #include "oomscope/oomscope.h"
 
@@ -79,6 +81,15 @@ int main(int argc, char** argv)
     if (std::strcmp(mode, "dump") == 0) {
         auto dump = reinterpret_cast<const char* (*)(const char*)>(dlsym(RTLD_DEFAULT, "oomscope_dump"));
         std::printf("dump: %s\n", dump ? dump("checkpoint") : "(no oomscope)");
+        return 0;
+    }
+    if (std::strcmp(mode, "retry") == 0) {
+        void* p = nullptr;
+        int failures = cudaMalloc(&p, size_t(1) << 50) != cudaSuccess;
+        for (int i = 0; i < 3; ++i)
+            allocate_model(1 << 20);
+        failures += cudaMalloc(&p, size_t(1) << 50) != cudaSuccess;
+        std::printf("failures %d\n", failures);
         return 0;
     }
     if (std::strcmp(mode, "fork") == 0) {

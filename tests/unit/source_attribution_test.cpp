@@ -1,0 +1,34 @@
+#include "record/source_attribution.h"
+
+#include <catch2/catch.hpp>
+
+using oomscope::record::classifySource;
+using oomscope::record::isCudaModule;
+
+TEST_CASE("sources by library name, whatever the folder", "[attribution]")
+{
+    // A virtualenv named after one framework holds the others too (seen on the H200 image).
+    const std::string venv = "/opt/torch/.venv/lib/python3.12/site-packages/";
+    CHECK(std::string(classifySource(venv + "torch/lib/libc10_cuda.so")) == "torch");
+    CHECK(std::string(classifySource(venv + "torch/lib/libtorch_cuda.so")) == "torch");
+    CHECK(std::string(classifySource(venv + "torch/_C.cpython-312-x86_64-linux-gnu.so")) == "torch");
+    CHECK(std::string(classifySource(venv + "nvidia/cu13/lib/libcublas.so.13")) == "cublas");
+    CHECK(std::string(classifySource(venv + "nvidia/cu13/lib/libcublasLt.so.13")) == "cublas");
+    CHECK(std::string(classifySource(venv + "nvidia/cudnn/lib/libcudnn_ops.so.9")) == "cudnn");
+    CHECK(std::string(classifySource(venv + "nvidia/nccl/lib/libnccl.so.2")) == "nccl");
+    CHECK(std::string(classifySource(venv + "jaxlib/xla_extension.so")) == "jax");
+    CHECK(std::string(classifySource(venv + "jax_plugins/xla_cuda13/xla_cuda_plugin.so")) == "jax");
+    CHECK(std::string(classifySource(venv + "cupy/_core/core.cpython-312-x86_64-linux-gnu.so")) == "cupy");
+    CHECK(std::string(classifySource(venv + "cupy_backends/cuda/api/driver.cpython-312-x86_64-linux-gnu.so")) == "cupy");
+    CHECK(std::string(classifySource(venv + "cuda/bindings/cydriver.cpython-312-x86_64-linux-gnu.so")) == "other");
+    CHECK(std::string(classifySource("/home/user/train")) == "other");
+    CHECK(std::string(classifySource("/usr/bin/python3.12")) == "other");
+}
+
+TEST_CASE("CUDA's own modules are looked past", "[attribution]")
+{
+    CHECK(isCudaModule("/usr/lib/x86_64-linux-gnu/libcuda.so.1"));
+    CHECK(isCudaModule("/opt/x/nvidia/cu13/lib/libcudart.so.13"));
+    CHECK(isCudaModule("/opt/oomscope/lib/liboomscope.so"));
+    CHECK_FALSE(isCudaModule("/opt/x/libcublas.so.13"));
+}
