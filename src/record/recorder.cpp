@@ -4,6 +4,7 @@
 #include "record/config.h"
 #include "record/module_map.h"
 #include "record/process_info.h"
+#include "record/python_frames.h"
 #include "record/source_attribution.h"
 #include "record/symbolize.h"
 #include "record/triggers.h"
@@ -65,6 +66,23 @@ std::string formatBytes(uint64_t bytes)
     else
         std::snprintf(buf, sizeof(buf), "%" PRIu64 " bytes", bytes);
     return buf;
+}
+
+// The library that made the outermost call into CUDA: the first frame that is neither CUDA,
+// oomscope nor a binding layer; native frames by their module, Python frames by their
+// module's package (ctypes calls from a Python allocator end up there).
+template <class PathOf>
+std::string sourceOfFrames(const std::vector<uint64_t>& frames, PathOf&& pathOf)
+{
+    for (uint64_t pc : frames) {
+        if (isPythonFrame(pc))
+            return classifyPythonModule(PythonFrames::resolve(pc).module);
+        const std::string path = pathOf(pc);
+        if (path.empty() || isCudaModule(path))
+            continue;
+        return classifySource(path);
+    }
+    return "other";
 }
 
 } // namespace
@@ -132,15 +150,30 @@ StackId Recorder::captureStack() noexcept
     if (m_stackDepth <= 0)
         return StackId();
     constexpr int kOwnFramesMax = 16;
-    uint64_t frames[256 + kOwnFramesMax];
-    const int n = captureBacktrace(frames, m_stackDepth + kOwnFramesMax);
+    // In a Python process the native stack is unwound deeper, to find where the interpreter
+    // starts: its frames are replaced by the Python frames of the thread (python_frames.h).
+    constexpr int kPythonFramesMax = 64;
+    constexpr int kInterpreterSearch = 96;
+    const bool python = PythonFrames::available();
+    uint64_t raw[256 + kOwnFramesMax + kInterpreterSearch + kPythonFramesMax];
+    const int n = captureBacktrace(raw, m_stackDepth + kOwnFramesMax + (python ? kInterpreterSearch : 0));
     const uint64_t begin = m_ownBegin.load(std::memory_order_relaxed);
     const uint64_t end = m_ownEnd.load(std::memory_order_relaxed);
     int skip = 0;
-    while (skip < n && frames[skip] >= begin && frames[skip] < end)
+    while (skip < n && raw[skip] >= begin && raw[skip] < end)
         ++skip;
-    const int count = std::min(n - skip, m_stackDepth);
-    return m_stacks.intern(frames + skip, uint32_t(count > 0 ? count : 0));
+    uint64_t* frames = raw + skip;
+    int count = n - skip;
+    if (python) {
+        const int spliced = PythonFrames::splice(frames, count, m_stackDepth, kPythonFramesMax);
+        if (spliced >= 0)
+            count = spliced;
+        else
+            count = std::min(count, m_stackDepth);
+    } else {
+        count = std::min(count, m_stackDepth);
+    }
+    return m_stacks.intern(frames, uint32_t(count > 0 ? count : 0));
 }
 
 void Recorder::push(EventKind kind, const AllocRecord& alloc, int error) noexcept
@@ -218,18 +251,54 @@ bool Recorder::recordFree(ApiId api, uint64_t address, uint64_t stream, EventKin
     return true;
 }
 
+bool Recorder::newEpisode() noexcept
+{
+    const uint64_t now = monotonicNs();
+    const uint64_t previous = m_lastOomNs.exchange(now, std::memory_order_acq_rel);
+    const uint64_t window = uint64_t(Config::get().oomEpisodeMs) * 1000000ull;
+    return previous == 0 || now - previous > window;
+}
+
+bool Recorder::ownedByFramework(StackId stack)
+{
+    std::string framework;
+    {
+        std::lock_guard<std::mutex> lock(m_frameworkMutex);
+        framework = m_framework;
+    }
+    // Decided as by_source is, with the loader's view of the modules.
+    const std::string source = sourceOfFrames(m_stacks.frames(stack), [](uint64_t pc) {
+        Dl_info info{};
+        return dladdr(reinterpret_cast<void*>(pc), &info) && info.dli_fname ? std::string(info.dli_fname) : std::string();
+    });
+    return !framework.empty() && source == framework;
+}
+
 void Recorder::recordFailure(const AllocRecord& alloc, int error, bool outOfMemory) noexcept
 {
     markProcessActive();
     push(EventKind::AllocFailed, alloc, error);
     if (!outOfMemory)
         return;
-    const uint64_t now = monotonicNs();
-    const uint64_t previous = m_lastOomNs.exchange(now, std::memory_order_acq_rel);
-    const uint64_t window = uint64_t(Config::get().oomEpisodeMs) * 1000000ull;
-    if (previous != 0 && now - previous <= window)
-        return;  // the same episode
     try {
+        const bool fresh = newEpisode();
+        if (m_frameworkReportsOom.load(std::memory_order_acquire) && ownedByFramework(alloc.stack)) {
+            // The framework will say whether this becomes an OOM: keep the view at the first
+            // failure, before its cache flush.
+            if (fresh) {
+                FirstFailure first;
+                first.timeNs = monotonicNs();
+                first.alloc = alloc;
+                first.error = error;
+                DeviceProbe* probe = m_probe.load(std::memory_order_acquire);
+                first.rows = memoryRows(probe ? probe->probeDevices() : std::vector<report::Device>{});
+                std::lock_guard<std::mutex> lock(m_frameworkMutex);
+                m_firstFailure = std::move(first);
+            }
+            return;
+        }
+        if (!fresh)
+            return;  // the same episode
         TriggerInfo trigger;
         trigger.kind = TriggerKind::Oom;
         trigger.failed = alloc;
@@ -239,6 +308,115 @@ void Recorder::recordFailure(const AllocRecord& alloc, int error, bool outOfMemo
     }
     // The window runs from the end of the report: writing it must not split one episode.
     m_lastOomNs.store(monotonicNs(), std::memory_order_release);
+}
+
+void Recorder::attachPythonFrames(uint64_t address, const std::vector<PythonFrameText>& python)
+{
+    const std::optional<LiveAllocation> live = m_live.find(address);
+    const uint32_t oldStack = live ? live->stack : m_vmm.stackAt(address);
+    if (!live && oldStack == 0)
+        return;
+    std::vector<uint64_t> words;
+    for (uint64_t pc : m_stacks.frames(StackId(oldStack))) {
+        if (isPythonFrame(pc) || PythonFrames::inInterpreter(pc))
+            break;
+        words.push_back(pc);
+    }
+    for (const PythonFrameText& f : python)
+        words.push_back(PythonFrames::token(f.file, f.function, f.line));
+    const StackId stack = m_stacks.intern(words.data(), uint32_t(words.size()));
+    if (!stack)
+        return;
+    if (live) {
+        LiveAllocation updated = *live;
+        updated.stack = stack.value();
+        LiveAllocation replaced;
+        m_live.insert(updated, &replaced);
+    } else {
+        m_vmm.setStackAt(address, stack.value());
+    }
+}
+
+void Recorder::attachFramework(const std::string& name, bool reportsOom)
+{
+    std::lock_guard<std::mutex> lock(m_frameworkMutex);
+    m_framework = name;
+    m_frameworkReportsOom.store(reportsOom, std::memory_order_release);
+}
+
+std::string Recorder::frameworkOom(const FrameworkState& state, int device, uint64_t requested)
+{
+    markProcessActive();
+    for (const auto& [address, frames] : state.allocationFrames)
+        attachPythonFrames(address, frames);
+    TriggerInfo trigger;
+    trigger.kind = TriggerKind::Oom;
+    trigger.framework = &state;
+    trigger.stack = captureStack();  // the program's line that asked, Python frames included
+    std::optional<FirstFailure> first;
+    {
+        std::lock_guard<std::mutex> lock(m_frameworkMutex);
+        first.swap(m_firstFailure);
+    }
+    const uint64_t now = monotonicNs();
+    const uint64_t window = uint64_t(Config::get().oomEpisodeMs) * 1000000ull;
+    AllocRecord alloc;
+    if (first && now - first->timeNs <= window + 60ull * 1000000000ull) {
+        // The CUDA call that failed first in this episode: what, where, which error.
+        alloc = first->alloc;
+        trigger.error = first->error;
+        trigger.atFirstFailure = std::move(first->rows);
+    } else {
+        // No CUDA call failed: the framework's own limit (set_per_process_memory_fraction).
+        alloc.api = registerApi(state.name.c_str());
+        alloc.device = device;
+    }
+    alloc.size = requested;
+    alloc.device = device;
+    alloc.stack = trigger.stack;
+    trigger.failed = alloc;
+    const std::string path = dump(trigger);
+    m_lastOomNs.store(monotonicNs(), std::memory_order_release);
+    return path;
+}
+
+void Recorder::recordStep(const FrameworkState* state) noexcept
+{
+    markProcessActive();
+    try {
+        report::Step step;
+        step.timeNs = monotonicNs();
+        for (int s = 1; s <= kMaxDevices; ++s) {
+            const int device = s - 1;
+            const FrameworkDevice* fw = state ? state->device(device) : nullptr;
+            const uint64_t tracked = liveBytes(device, MemKind::Device);
+            if (tracked == 0 && !fw && m_peakDevice[s].load(std::memory_order_relaxed) == 0)
+                continue;
+            report::StepDevice d;
+            d.device = device;
+            d.trackedBytes = tracked;
+            if (fw) {
+                d.allocatedBytes = fw->allocated;
+                d.reservedBytes = fw->reserved;
+                d.inactiveSplitBytes = fw->inactiveSplit;
+                d.segmentCount = fw->segmentCount;
+                d.largestFreeBlockBytes = state->largestFreeBlock(device);
+            }
+            step.devices.push_back(d);
+        }
+        std::lock_guard<std::mutex> lock(m_stepsMutex);
+        step.index = ++m_stepIndex;
+        if (m_steps.size() == kMaxSteps)
+            m_steps.pop_front();
+        m_steps.push_back(step);
+        if (!m_stepApi)
+            m_stepApi = registerApi("step");
+        AllocRecord rec;
+        rec.api = m_stepApi;
+        rec.size = step.index;
+        push(EventKind::Step, rec, 0);
+    } catch (...) {
+    }
 }
 
 void Recorder::recordMarker(EventKind kind, ApiId api, uint64_t value) noexcept
@@ -432,16 +610,29 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
         r.trigger.device = f.device;
         r.trigger.requestedBytes = f.size;
         r.trigger.api = apiName(f.api);
-        r.trigger.error = trigger.error;
-        r.trigger.errorName = probe ? probe->errorName(f.api, trigger.error) : "";
-        if (f.stack)
-            r.trigger.stack = f.stack.value();
-        r.trigger.message = r.trigger.api + " of " + formatBytes(f.size) + " failed on device " +
-                            std::to_string(f.device) + ": " +
-                            (r.trigger.errorName.empty() ? "error " + std::to_string(trigger.error) : r.trigger.errorName);
+        if (trigger.error) {
+            r.trigger.error = *trigger.error;
+            r.trigger.errorName = probe ? probe->errorName(f.api, *trigger.error) : "";
+        }
+        const StackId stack = trigger.stack ? trigger.stack : f.stack;
+        if (stack)
+            r.trigger.stack = stack.value();
+        const std::string what = trigger.framework ? trigger.framework->name + " could not allocate " : r.trigger.api + " of ";
+        r.trigger.message = what + formatBytes(f.size) + (trigger.framework ? " on device " : " failed on device ") +
+                            std::to_string(f.device);
+        if (trigger.error)
+            r.trigger.message += ": " + (r.trigger.errorName.empty() ? "error " + std::to_string(*trigger.error)
+                                                                       : r.trigger.errorName);
+        else if (trigger.framework)
+            r.trigger.message += ": its own limit, no CUDA call failed";
     } else {
         r.trigger.message = trigger.reason;
+        if (trigger.stack)
+            r.trigger.stack = trigger.stack.value();
     }
+    if (trigger.framework)
+        r.trigger.framework = trigger.framework->name;
+    r.atFirstFailure = trigger.atFirstFailure;
 
     r.process = currentProcess();
     if (probe)
@@ -452,17 +643,35 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     const std::vector<LiveAllocation> vmmLive = m_vmm.snapshot();
     live.insert(live.end(), vmmLive.begin(), vmmLive.end());
     r.memory = memoryRows(r.devices);
-    for (const VmmTable::Mapping& m : m_vmm.mappings()) {
-        report::Segment segment;
-        segment.address = m.address;
-        segment.size = m.size;
-        segment.kind = "vmm";
-        segment.device = m.device;
-        r.segments.push_back(std::move(segment));
+    if (trigger.framework) {
+        // The framework's segments, with their blocks: a finer view than raw mappings.
+        r.segments = trigger.framework->segments;
+        for (report::MemoryRow& row : r.memory) {
+            const FrameworkDevice* fw = trigger.framework->device(row.device);
+            if (!fw)
+                continue;
+            row.allocatedBytes = fw->allocated;
+            row.reservedBytes = fw->reserved;
+            row.fragmentedBytes = fw->reserved > fw->allocated ? fw->reserved - fw->allocated : 0;
+            row.largestFreeBlockBytes = trigger.framework->largestFreeBlock(row.device);
+        }
+    } else {
+        for (const VmmTable::Mapping& m : m_vmm.mappings()) {
+            report::Segment segment;
+            segment.address = m.address;
+            segment.size = m.size;
+            segment.kind = "vmm";
+            segment.device = m.device;
+            r.segments.push_back(std::move(segment));
+        }
     }
     std::sort(r.segments.begin(), r.segments.end(), [](const report::Segment& a, const report::Segment& b) {
         return std::tie(a.device, a.address) < std::tie(b.device, b.address);
     });
+    {
+        std::lock_guard<std::mutex> lock(m_stepsMutex);
+        r.steps.assign(m_steps.begin(), m_steps.end());
+    }
     if (probe) {
         std::vector<uint64_t> pools;
         for (const auto& slot : m_pools) {
@@ -545,8 +754,18 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     for (uint32_t id : referenced) {
         report::Stack stack;
         stack.id = id;
-        std::string source;
-        for (uint64_t pc : m_stacks.frames(StackId(id))) {
+        const std::vector<uint64_t> words = m_stacks.frames(StackId(id));
+        for (uint64_t pc : words) {
+            if (isPythonFrame(pc)) {
+                const PythonFrames::Resolved py = PythonFrames::resolve(pc);
+                report::Frame frame;
+                frame.kind = report::Frame::Kind::Python;
+                frame.file = py.file;
+                frame.line = py.line;
+                frame.function = py.function;
+                stack.frames.push_back(std::move(frame));
+                continue;
+            }
             const ResolvedFrame resolved = symbolizer.resolve(pc);
             report::Frame frame;
             frame.kind = report::Frame::Kind::Native;
@@ -555,13 +774,13 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
             if (resolved.module >= 0) {
                 auto [it, inserted] = moduleIds.emplace(resolved.module, uint32_t(moduleIds.size() + 1));
                 frame.module = it->second;
-                const std::string& path = symbolizer.modules()[size_t(resolved.module)].path;
-                if (source.empty() && !isCudaModule(path))
-                    source = classifySource(path);
             }
             stack.frames.push_back(std::move(frame));
         }
-        sourceOfStack[id] = source.empty() ? "other" : source;
+        sourceOfStack[id] = sourceOfFrames(words, [&](uint64_t pc) {
+            const ResolvedFrame resolved = symbolizer.resolve(pc);
+            return resolved.module >= 0 ? symbolizer.modules()[size_t(resolved.module)].path : std::string();
+        });
         r.stacks.push_back(std::move(stack));
     }
     for (const auto& [index, id] : moduleIds) {
@@ -589,6 +808,14 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
 
     // Capture.
     r.capture.backends.push_back("interpose");
+    {
+        std::lock_guard<std::mutex> lock(m_frameworkMutex);
+        if (!m_framework.empty())
+            r.capture.backends.push_back(m_framework);
+    }
+    if (trigger.framework && trigger.framework->ignoredLines > 0)
+        r.capture.notes.push_back(std::to_string(trigger.framework->ignoredLines) +
+                                  " lines of the framework's state were not understood");
     r.capture.eventsPushed = snap.pushed;
     r.capture.eventsRecorded = snap.events.size();
     r.capture.eventsDropped = snap.dropped;

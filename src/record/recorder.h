@@ -5,25 +5,21 @@
 #pragma once
 
 #include "record/event.h"
+#include "record/framework_state.h"
 #include "record/ids.h"
 #include "record/live_map.h"
 #include "record/ring_buffer.h"
 #include "record/stack_table.h"
 #include "record/vmm_table.h"
+#include "report/model.h"
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
-
-namespace oomscope::report {
-struct Device;
-struct MemoryRow;
-struct Pool;
-struct Report;
-} // namespace oomscope::report
 
 namespace oomscope::record {
 
@@ -55,7 +51,10 @@ struct TriggerInfo {
     TriggerKind kind = TriggerKind::Request;
     std::string reason;          // free text: the signal name, the dump() argument…
     std::optional<AllocRecord> failed;  // oom: the request that failed
-    int error = 0;
+    std::optional<int> error;
+    StackId stack;               // the trigger's stack, when not the failed request's
+    const FrameworkState* framework = nullptr;  // an OOM raised by a framework: its allocator's view
+    std::optional<std::vector<report::MemoryRow>> atFirstFailure;
 };
 
 class Recorder {
@@ -101,6 +100,18 @@ public:
     // report at every trigger.
     void notePool(uint64_t pool) noexcept;
 
+    // A framework adapter is present (the PyTorch adapter). When it reports its own OOMs,
+    // out-of-memory errors of allocations made by that framework no longer write a report:
+    // the first one of an episode is kept as the "at first failure" view (before the
+    // framework flushes its cache), and the adapter's OOM writes the one report. A failure the
+    // framework recovers from thus writes none.
+    void attachFramework(const std::string& name, bool reportsOom);
+    // The framework raised an out-of-memory error (with or without a failing CUDA call).
+    std::string frameworkOom(const FrameworkState& state, int device, uint64_t requested);
+    // A training-step boundary (optimizer step, oomscope.step()): a timeline event and a
+    // sample of every device's memory, with the framework's counters when given.
+    void recordStep(const FrameworkState* state) noexcept;
+
     // Writes a report now. Returns the path written, or empty (one notice on stderr).
     std::string dump(const TriggerInfo& trigger);
     // Builds the report without writing it (tests, and dump()).
@@ -121,6 +132,11 @@ private:
     static std::atomic<Recorder*> s_instance;
 
     void push(EventKind kind, const AllocRecord& alloc, int error) noexcept;
+    bool ownedByFramework(StackId stack);
+    // Gives the live allocation at address the Python frames that allocated it (from the
+    // framework's own history): its native frames up to the interpreter, then those.
+    void attachPythonFrames(uint64_t address, const std::vector<PythonFrameText>& frames);
+    bool newEpisode() noexcept;
     void vmmEnded(ApiId api, const LiveAllocation& ended) noexcept;
     void addLive(int device, MemKind kind, int64_t delta) noexcept;
     std::vector<report::MemoryRow> memoryRows(const std::vector<report::Device>& devices);
@@ -150,6 +166,23 @@ private:
     std::atomic<uint64_t> m_pools[kMaxPools] = {};
 
     std::atomic<uint64_t> m_lastOomNs{0};  // the last out-of-memory error (or its report's end)
+
+    struct FirstFailure {
+        uint64_t timeNs = 0;
+        AllocRecord alloc;
+        int error = 0;
+        std::vector<report::MemoryRow> rows;
+    };
+    std::mutex m_frameworkMutex;
+    std::string m_framework;
+    std::atomic<bool> m_frameworkReportsOom{false};
+    std::optional<FirstFailure> m_firstFailure;
+
+    static constexpr size_t kMaxSteps = 4096;
+    std::mutex m_stepsMutex;
+    std::deque<report::Step> m_steps;
+    uint64_t m_stepIndex = 0;
+    ApiId m_stepApi;
     std::recursive_mutex m_dumpMutex;
 };
 

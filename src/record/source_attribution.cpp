@@ -22,7 +22,7 @@ bool isCudaModule(const std::string& path)
 {
     const std::string base = baseName(path);
     return startsWith(base, "libcuda.so") || startsWith(base, "libcudart.so") || startsWith(base, "libcudart_static") ||
-           startsWith(base, "liboomscope");
+           startsWith(base, "liboomscope") || startsWith(base, "libffi") || startsWith(base, "_ctypes");
 }
 
 const char* classifySource(const std::string& path)
@@ -44,6 +44,18 @@ const char* classifySource(const std::string& path)
         return "jax";
     if (path.find("/cupy/") != std::string::npos || path.find("/cupy_backends/") != std::string::npos ||
         startsWith(base, "cupy"))
+        return "cupy";
+    return "other";
+}
+
+const char* classifyPythonModule(const std::string& name)
+{
+    const std::string top = name.substr(0, name.find('.'));
+    if (top == "torch")
+        return "torch";
+    if (top == "jax" || top == "jaxlib" || top == "flax" || top == "optax")
+        return "jax";
+    if (top == "cupy" || top == "cupyx" || top == "cupy_backends")
         return "cupy";
     return "other";
 }

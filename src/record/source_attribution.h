@@ -6,10 +6,14 @@
 
 namespace oomscope::record {
 
-// True for modules that are CUDA itself (libcuda, libcudart): frames to look past.
+// True for modules that only carry a call into CUDA: CUDA itself (libcuda, libcudart),
+// oomscope, and foreign-function layers (libffi, ctypes). Frames to look past.
 bool isCudaModule(const std::string& path);
 
-// "torch", "nccl", "cublas", "cudnn", "jax", "cupy" or "other".
+// "torch", "nccl", "cublas", "cudnn", "jax", "cupy" or "other", by a shared object's path.
 const char* classifySource(const std::string& modulePath);
+
+// The same, by a Python module's __name__ ("torch.cuda.memory" → torch).
+const char* classifyPythonModule(const std::string& moduleName);
 
 } // namespace oomscope::record

@@ -88,6 +88,29 @@ std::vector<VmmTable::Mapping> VmmTable::mappings() const
     return out;
 }
 
+uint32_t VmmTable::stackAt(uint64_t address) const
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    auto m = m_mappings.find(address);
+    if (m == m_mappings.end())
+        return 0;
+    auto it = m_handles.find(m->second.handle);
+    return it == m_handles.end() ? 0 : it->second.allocation.stack;
+}
+
+bool VmmTable::setStackAt(uint64_t address, uint32_t stack)
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    auto m = m_mappings.find(address);
+    if (m == m_mappings.end())
+        return false;
+    auto it = m_handles.find(m->second.handle);
+    if (it == m_handles.end())
+        return false;
+    it->second.allocation.stack = stack;
+    return true;
+}
+
 size_t VmmTable::size() const
 {
     std::lock_guard<std::mutex> lock(m_mutex);

@@ -38,6 +38,9 @@ public:
     // unmapped), for sites and attribution.
     std::vector<LiveAllocation> snapshot() const;
     std::vector<Mapping> mappings() const;
+    // The stack of the handle mapped at address (0 when none), and replacing it.
+    uint32_t stackAt(uint64_t address) const;
+    bool setStackAt(uint64_t address, uint32_t stack);
     size_t size() const;
 
     void lockForFork() { m_mutex.lock(); }

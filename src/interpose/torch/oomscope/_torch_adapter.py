@@ -1,0 +1,175 @@
+"""The PyTorch adapter: tells the preload what PyTorch's caching allocator knows.
+
+Installed by sitecustomize, it waits for `import torch` (an import hook: nothing is imported
+and nothing runs before that), then:
+  - registers, through torch.cuda._lazy_call (attaching before CUDA initialises silently does
+    nothing), the out-of-memory observer: at an OOM it hands the preload memory_stats() and
+    the segments and blocks of memory._snapshot(), and the preload writes the one report of
+    that OOM, with the view at the first failed CUDA call (before PyTorch flushed its cache);
+  - registers a global optimizer step post-hook: each step is a step event with a sample of
+    the allocator's counters.
+backend:cudaMallocAsync refuses observers and snapshots: then only the steps are attached and
+the preload reports OOMs from the failing CUDA calls, with the pool's statistics.
+OOMSCOPE_TORCH_HISTORY=N turns on _record_memory_history(stacks="python", max_entries=N).
+Every callback swallows its own errors: a failure here never reaches the program."""
+
+import importlib.abc
+import os
+import sys
+
+_torch = None
+_notices = set()
+
+
+def _notice(key, message):
+    if key not in _notices:
+        _notices.add(key)
+        sys.stderr.write(f"oomscope: {message}\n")
+
+
+def _lib():
+    import oomscope
+    return oomscope._native()
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs the real loader of `torch`, then attaches."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _on_torch_imported(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _TorchWatcher(importlib.abc.MetaPathFinder):
+    """Waits for the import of `torch`; costs one string comparison per import until then."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find else None
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+
+
+def install():
+    if "torch" in sys.modules:
+        _on_torch_imported(sys.modules["torch"])
+    elif not any(isinstance(f, _TorchWatcher) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchWatcher())
+
+
+def _on_torch_imported(torch):
+    global _torch
+    try:
+        if _lib() is None:
+            return  # the preload is not in this process: nothing to tell
+        _torch = torch
+        torch.optim.optimizer.register_optimizer_step_post_hook(_on_optimizer_step)
+        torch.cuda._lazy_call(_attach)
+    except Exception as e:
+        _notice("import", f"the PyTorch adapter could not attach ({type(e).__name__}: {e})")
+
+
+def _attach():
+    torch = _torch
+    try:
+        backend = torch.cuda.get_allocator_backend()
+        observes = backend == "native"
+        if observes:
+            torch._C._cuda_attach_out_of_memory_observer(_on_oom)
+            history = os.environ.get("OOMSCOPE_TORCH_HISTORY", "").strip()
+            if history and history != "0":
+                # Never stacks="all" here: symbolizing C++ frames at an OOM takes minutes.
+                torch.cuda.memory._record_memory_history(stacks="python", max_entries=int(history))
+        _lib().oomscope_framework_attach(b"torch", 1 if observes else 0)
+    except Exception as e:
+        _notice("attach", f"the PyTorch adapter could not attach ({type(e).__name__}: {e})")
+
+
+def _device_line(torch, device):
+    s = torch.cuda.memory_stats(device)
+    return (f"device {device} allocated {s.get('allocated_bytes.all.current', 0)} "
+            f"reserved {s.get('reserved_bytes.all.current', 0)} active {s.get('active_bytes.all.current', 0)} "
+            f"inactive_split {s.get('inactive_split_bytes.all.current', 0)} segments {s.get('segment.all.current', 0)}")
+
+
+def _history_lines(snapshot, device):
+    """With OOMSCOPE_TORCH_HISTORY: the Python stack that made each segment (PyTorch records
+    it; its bindings release the GIL before allocating, so the preload cannot read it then)."""
+    traces = snapshot.get("device_traces") or []
+    if device >= len(traces):
+        return []
+    latest = {}
+    for entry in traces[device]:
+        if entry.get("action") in ("segment_alloc", "segment_map") and entry.get("frames"):
+            latest[entry["addr"]] = entry["frames"]
+    lines = []
+    for address, frames in latest.items():
+        fields = []
+        for f in frames[:64]:
+            fields += [str(f.get("filename", "?")).replace("\t", " "), str(f.get("line", 0)),
+                       str(f.get("name", "?")).replace("\t", " ")]
+        lines.append(f"frames {address} " + "\t".join(fields))
+    return lines
+
+
+def allocator_state(device):
+    """memory_stats() and the snapshot's segments and blocks, in the preload's line protocol."""
+    torch = _torch
+    lines = [_device_line(torch, device)]
+    snapshot = torch.cuda.memory._snapshot()
+    lines += _history_lines(snapshot, device)
+    for seg in snapshot.get("segments", []):
+        if seg.get("device") != device:
+            continue
+        kind = "expandable" if seg.get("is_expandable") else seg.get("segment_type", "segment")
+        base = seg["address"]
+        lines.append(f"segment {seg['device']} {base} {seg['total_size']} {seg.get('stream', 0)} {kind}")
+        for block in seg.get("blocks", []):
+            lines.append(f"block {block['address'] - base} {block['size']} {block['state']}")
+    return "\n".join(lines)
+
+
+def _on_oom(device, alloc, device_allocated, device_free):
+    try:
+        lib = _lib()
+        if lib is not None:
+            lib.oomscope_framework_oom(b"torch", int(device), int(alloc), allocator_state(int(device)).encode())
+    except Exception as e:
+        _notice("oom", f"could not hand PyTorch's state to the report ({type(e).__name__}: {e})")
+
+
+def step_state():
+    """The allocator's counters of the current device, or None when CUDA is not in use."""
+    torch = _torch
+    try:
+        if torch is None or not torch.cuda.is_initialized() or torch.cuda.get_allocator_backend() != "native":
+            return None
+        return _device_line(torch, torch.cuda.current_device())
+    except Exception:
+        return None
+
+
+def _on_optimizer_step(optimizer, args, kwargs):
+    try:
+        lib = _lib()
+        if lib is not None:
+            state = step_state()
+            lib.oomscope_step(state.encode() if state else None)
+    except Exception as e:
+        _notice("step", f"could not record a step ({type(e).__name__}: {e})")

@@ -1,0 +1,157 @@
+#include "record/framework_state.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+namespace oomscope::record {
+
+const FrameworkDevice* FrameworkState::device(int64_t index) const
+{
+    for (const FrameworkDevice& d : devices) {
+        if (d.device == index)
+            return &d;
+    }
+    return nullptr;
+}
+
+std::optional<uint64_t> FrameworkState::largestFreeBlock(int64_t device) const
+{
+    std::optional<uint64_t> largest;
+    for (const report::Segment& s : segments) {
+        if (s.device != device)
+            continue;
+        largest = largest.value_or(0);
+        for (const report::Block& b : s.blocks) {
+            if (b.state == "inactive" && b.size > *largest)
+                largest = b.size;
+        }
+    }
+    return largest;
+}
+
+namespace {
+
+bool parseU64(const std::string& word, uint64_t* out)
+{
+    if (word.empty() || word[0] == '-')
+        return false;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(word.c_str(), &end, 10);
+    if (errno != 0 || !end || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+bool parseI64(const std::string& word, int64_t* out)
+{
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(word.c_str(), &end, 10);
+    if (word.empty() || errno != 0 || !end || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+} // namespace
+
+FrameworkState parseFrameworkState(const char* name, const char* text)
+{
+    FrameworkState state;
+    state.name = name ? name : "";
+    if (!text)
+        return state;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream words(line);
+        std::string kind;
+        if (!(words >> kind))
+            continue;
+        if (kind == "device") {
+            FrameworkDevice d;
+            std::string first;
+            bool ok = bool(words >> first) && parseI64(first, &d.device);
+            std::string key, value;
+            bool haveAllocated = false, haveReserved = false;
+            while (ok && (words >> key >> value)) {
+                uint64_t v = 0;
+                if (!parseU64(value, &v)) {
+                    ok = false;
+                    break;
+                }
+                if (key == "allocated") {
+                    d.allocated = v;
+                    haveAllocated = true;
+                } else if (key == "reserved") {
+                    d.reserved = v;
+                    haveReserved = true;
+                } else if (key == "active") {
+                    d.active = v;
+                } else if (key == "inactive_split") {
+                    d.inactiveSplit = v;
+                } else if (key == "segments") {
+                    d.segmentCount = v;
+                }
+            }
+            if (ok && haveAllocated && haveReserved)
+                state.devices.push_back(d);
+            else
+                ++state.ignoredLines;
+        } else if (kind == "segment") {
+            std::string device, address, size, stream, segmentKind;
+            report::Segment s;
+            if ((words >> device >> address >> size >> stream >> segmentKind) && parseI64(device, &s.device) &&
+                parseU64(address, &s.address) && parseU64(size, &s.size) && parseU64(stream, &s.stream)) {
+                s.kind = segmentKind;
+                state.segments.push_back(std::move(s));
+            } else {
+                ++state.ignoredLines;
+            }
+        } else if (kind == "block") {
+            std::string offset, size, blockState;
+            report::Block b;
+            if (!state.segments.empty() && (words >> offset >> size >> blockState) && parseU64(offset, &b.offset) &&
+                parseU64(size, &b.size)) {
+                b.state = blockState;
+                state.segments.back().blocks.push_back(std::move(b));
+            } else {
+                ++state.ignoredLines;
+            }
+        } else if (kind == "frames") {
+            std::string address;
+            uint64_t at = 0;
+            std::string rest;
+            if (!(words >> address) || !parseU64(address, &at)) {
+                ++state.ignoredLines;
+                continue;
+            }
+            std::getline(words, rest);
+            if (!rest.empty() && rest[0] == ' ')
+                rest.erase(0, 1);
+            std::vector<std::string> fields;
+            size_t start = 0;
+            for (size_t tab; (tab = rest.find('\t', start)) != std::string::npos; start = tab + 1)
+                fields.push_back(rest.substr(start, tab - start));
+            fields.push_back(rest.substr(start));
+            std::vector<PythonFrameText> frames;
+            for (size_t i = 0; i + 3 <= fields.size(); i += 3) {
+                uint64_t lineNumber = 0;
+                parseU64(fields[i + 1], &lineNumber);
+                frames.push_back(PythonFrameText{fields[i], uint32_t(lineNumber), fields[i + 2]});
+            }
+            if (frames.empty())
+                ++state.ignoredLines;
+            else
+                state.allocationFrames.emplace_back(at, std::move(frames));
+        } else {
+            ++state.ignoredLines;
+        }
+    }
+    return state;
+}
+
+} // namespace oomscope::record

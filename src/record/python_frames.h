@@ -1,0 +1,51 @@
+// Python frames of the calling thread, when it holds the GIL: walked through the CPython C API
+// found with dlsym (so that processes without Python pay nothing and we link no libpython),
+// turned into 64-bit frame tokens for the stack table, and spliced into the native stack in
+// place of the interpreter's own frames. Threads without the GIL (autograd's backward, NCCL)
+// get native frames only.
+// Threading: capture runs with the GIL held, so Python is never entered without it; the code
+// table is also read at dump time from other threads, under its mutex.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace oomscope::record {
+
+// A frame word with bit 63 set is a Python frame: code index in bits 32..62, line in 0..31.
+inline constexpr uint64_t kPythonFrameBit = uint64_t(1) << 63;
+inline bool isPythonFrame(uint64_t word)
+{
+    return (word & kPythonFrameBit) != 0;
+}
+
+class PythonFrames {
+public:
+    // True once the interpreter's API was found (the process embeds CPython).
+    static bool available() noexcept;
+
+    // Rewrites frames[0..count) in place: the native frames from the first one in the
+    // interpreter on are replaced by the Python frames of this thread (innermost first); at
+    // most maxNative native frames stay in front, at most maxPython Python frames follow.
+    // Returns the new count, or -1 (frames untouched) without the GIL or without Python.
+    static int splice(uint64_t* frames, int count, int maxNative, int maxPython) noexcept;
+
+    // A frame token for a Python frame known by name only (PyTorch's recorded history hands
+    // us file, line and function as strings). Any thread.
+    static uint64_t token(const std::string& file, const std::string& function, uint32_t line);
+
+    // True for a native return address inside the interpreter (its frames are what Python
+    // frames replace).
+    static bool inInterpreter(uint64_t pc) noexcept;
+
+    struct Resolved {
+        std::string file;
+        std::string function;
+        std::string module;  // the module's __name__, for attribution
+        uint32_t line = 0;
+    };
+    // Dump time: a Python frame token back to file, function and line.
+    static Resolved resolve(uint64_t word);
+};
+
+} // namespace oomscope::record

@@ -1,0 +1,18 @@
+"""A stand-in for the parts of PyTorch that oomscope's adapter uses, built on the fake CUDA
+runtime of tests/fakecuda (through ctypes), so that the adapter runs in CI without a GPU: the
+caching allocator's segments and blocks, its cache flush and retry, the out-of-memory observer,
+set_per_process_memory_fraction, torch.cuda._lazy_call, memory_stats, memory._snapshot and the
+optimizer step post-hooks. The real thing is tested on the GPU (tests/gpu)."""
+
+from torch import _C  # noqa: F401
+from torch import cuda  # noqa: F401
+from torch import optim  # noqa: F401
+from torch.cuda._allocator import OutOfMemoryError, Tensor  # noqa: F401
+
+__version__ = "0.0.fake"
+
+
+def empty(nbytes, dtype=None, device="cuda"):
+    """A 'tensor' of nbytes bytes on the fake device."""
+    cuda.init()
+    return cuda._allocator.ALLOCATOR.malloc(int(nbytes))

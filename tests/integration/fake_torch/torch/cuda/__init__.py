@@ -1,0 +1,63 @@
+import os
+
+from torch.cuda import _allocator, memory  # noqa: F401
+from torch.cuda._allocator import OutOfMemoryError  # noqa: F401
+
+_initialized = False
+_queued = []
+
+
+def _lazy_call(callback):
+    if _initialized:
+        callback()
+    else:
+        _queued.append(callback)
+
+
+def init():
+    global _initialized
+    if _initialized:
+        return
+    _allocator.ALLOCATOR.start()
+    _initialized = True
+    for callback in _queued:
+        callback()
+    _queued.clear()
+
+
+def is_initialized():
+    return _initialized
+
+
+def current_device():
+    return 0
+
+
+def get_allocator_backend():
+    return os.environ.get("FAKE_TORCH_BACKEND", "native")
+
+
+def memory_stats(device=None):
+    return _allocator.ALLOCATOR.stats()
+
+
+def memory_reserved(device=None):
+    return _allocator.ALLOCATOR.stats()["reserved_bytes.all.current"]
+
+
+def memory_allocated(device=None):
+    return _allocator.ALLOCATOR.stats()["allocated_bytes.all.current"]
+
+
+def empty_cache():
+    _allocator.ALLOCATOR.empty_cache()
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    init()
+    _allocator.ALLOCATOR.fraction = fraction
+
+
+def mem_get_info(device=None):
+    init()
+    return _allocator.ALLOCATOR.mem_get_info()

@@ -1,0 +1,161 @@
+"""A caching allocator in the manner of PyTorch's: segments from cudaMalloc (2 MiB units),
+split into blocks; a freed block stays cached; when cudaMalloc fails the cache is flushed and
+the call retried; when that fails too the OOM observers run and OutOfMemoryError is raised."""
+import ctypes
+import os
+import traceback
+
+MiB = 1 << 20
+SEGMENT_UNIT = 2 * MiB
+
+
+class OutOfMemoryError(RuntimeError):
+    pass
+
+
+def _round(n, unit):
+    return (n + unit - 1) // unit * unit
+
+
+class Block:
+    def __init__(self, segment, offset, size, active):
+        self.segment, self.offset, self.size, self.active = segment, offset, size, active
+
+
+class Segment:
+    def __init__(self, address, size):
+        self.address, self.size = address, size
+        self.blocks = [Block(self, 0, size, False)]
+
+
+class Tensor:
+    def __init__(self, block, nbytes):
+        self._block = block
+        self.nbytes = nbytes
+
+    def data_ptr(self):
+        return self._block.segment.address + self._block.offset
+
+    def __del__(self):
+        ALLOCATOR.free(self._block)
+
+
+class CachingAllocator:
+    def __init__(self):
+        self.segments = []
+        self.observers = []
+        self.fraction = None
+        self.history = None
+        self.traces = []
+        self._rt = None
+
+    def start(self):
+        if self._rt is None:
+            lib = os.environ["FAKECUDA_LIB"]
+            self._rt = ctypes.CDLL(os.path.join(lib, "libcudart.so.13"))
+            self._c10 = ctypes.CDLL(os.path.join(lib, "libc10_cuda.so"))  # CDLL: the GIL is released
+            self._rt.cudaFree(None)
+
+    # -- CUDA, through "libc10_cuda.so" as in PyTorch
+    def _cuda_malloc(self, size):
+        ptr = ctypes.c_void_p()
+        if self._c10.fake_c10_cuda_malloc(ctypes.byref(ptr), ctypes.c_size_t(size)) != 0:
+            return None
+        return ptr.value
+
+    def mem_get_info(self):
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        self._rt.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total))
+        return free.value, total.value
+
+    # -- the allocator
+    def malloc(self, nbytes):
+        size = _round(max(nbytes, 1), 512)
+        block = self._find_free(size)
+        if block is None:
+            seg_size = _round(size, SEGMENT_UNIT)
+            if self.fraction is not None:
+                limit = int(self.fraction * self.mem_get_info()[1])
+                if self.stats()["reserved_bytes.all.current"] + seg_size > limit:
+                    self._out_of_memory(size)  # PyTorch's own limit: no CUDA call fails
+            address = self._cuda_malloc(seg_size)
+            if address is None:
+                self.empty_cache()
+                address = self._cuda_malloc(seg_size)
+                if address is None:
+                    self._out_of_memory(size)
+            segment = Segment(address, seg_size)
+            self.segments.append(segment)
+            if self.history:
+                self._trace("segment_alloc", address, seg_size)
+            block = segment.blocks[0]
+        return Tensor(self._split(block, size), nbytes)
+
+    def _find_free(self, size):
+        best = None
+        for segment in self.segments:
+            for block in segment.blocks:
+                if not block.active and block.size >= size and (best is None or block.size < best.size):
+                    best = block
+        return best
+
+    def _split(self, block, size):
+        segment = block.segment
+        if block.size > size:
+            rest = Block(segment, block.offset + size, block.size - size, False)
+            segment.blocks.insert(segment.blocks.index(block) + 1, rest)
+            block.size = size
+        block.active = True
+        return block
+
+    def free(self, block):
+        block.active = False
+        blocks = block.segment.blocks
+        i = blocks.index(block)
+        # Merge with free neighbours, as a real allocator does.
+        if i + 1 < len(blocks) and not blocks[i + 1].active:
+            block.size += blocks.pop(i + 1).size
+        if i > 0 and not blocks[i - 1].active:
+            blocks[i - 1].size += blocks.pop(i).size
+
+    def empty_cache(self):
+        for segment in list(self.segments):
+            if all(not b.active for b in segment.blocks):
+                self._c10.fake_c10_cuda_free(ctypes.c_void_p(segment.address))
+                self.segments.remove(segment)
+
+    def _trace(self, action, address, size):
+        # As PyTorch records it with stacks="python": the program's frames, innermost first
+        # (torch.empty is C code in the real thing: frames inside torch are left out).
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        frames = [{"filename": f.filename, "line": f.lineno, "name": f.name}
+                  for f in reversed(traceback.extract_stack()) if not os.path.abspath(f.filename).startswith(here)]
+        self.traces.append({"action": action, "addr": address, "size": size, "frames": frames})
+
+    def _out_of_memory(self, size):
+        stats = self.stats()
+        free, _ = self.mem_get_info()
+        for observer in self.observers:
+            observer(0, size, stats["allocated_bytes.all.current"], free)
+        raise OutOfMemoryError(f"CUDA out of memory. Tried to allocate {size} bytes")
+
+    def stats(self):
+        allocated = sum(b.size for s in self.segments for b in s.blocks if b.active)
+        reserved = sum(s.size for s in self.segments)
+        split = sum(b.size for s in self.segments for b in s.blocks
+                    if not b.active and any(o.active for o in s.blocks))
+        return {"allocated_bytes.all.current": allocated, "reserved_bytes.all.current": reserved,
+                "active_bytes.all.current": allocated, "inactive_split_bytes.all.current": split,
+                "segment.all.current": len(self.segments)}
+
+    def snapshot(self):
+        segments = []
+        for s in self.segments:
+            blocks = [{"address": s.address + b.offset, "size": b.size,
+                       "state": "active_allocated" if b.active else "inactive"} for b in s.blocks]
+            segments.append({"device": 0, "address": s.address, "total_size": s.size, "stream": 0,
+                             "segment_type": "large", "is_expandable": False, "blocks": blocks})
+        return {"segments": segments, "device_traces": [list(self.traces)]}
+
+
+ALLOCATOR = CachingAllocator()

@@ -1,0 +1,182 @@
+"""The PyTorch adapter against the fake torch + fake CUDA + the real preload."""
+import os
+import subprocess
+import sys
+
+import oomscope_testlib as t
+
+MiB = 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "torch_programs", "torch_scenarios.py")
+FAKE_TORCH = os.path.join(HERE, "fake_torch")
+
+
+def run(build, tmp_path, mode, **env):
+    facts = str(tmp_path / "facts.json")
+    full_env = {"PYTHONPATH": FAKE_TORCH, "FAKECUDA_LIB": build.fake_lib, "FAKECUDA_CAPACITY": "1GiB",
+                "LD_LIBRARY_PATH": build.fake_lib}
+    full_env.update(env)
+    r = t.run_oomscope(build.oomscope, [sys.executable, SCRIPT, mode, facts], str(tmp_path / "out"), env=full_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"done {mode}" in r.stdout
+    return r, t.load(facts)
+
+
+def oom_line():
+    with open(SCRIPT) as f:
+        return next(i for i, line in enumerate(f, 1) if "OOM-LINE" in line)
+
+
+def test_one_report_per_oom_with_the_allocators_view(build, tmp_path):
+    r, facts = run(build, tmp_path, "oom")
+    assert facts["caught"]
+    assert r.count("oom") == 1, r.reports
+    rep = r.only("oom")
+    trig = rep["trigger"]
+    assert trig["framework"] == "torch"
+    assert trig["requested_bytes"] == 700 * MiB
+    assert trig["api"] == "cudaMalloc" and trig["error"] == 2  # the CUDA call that failed first
+    stats = facts["observer_stats"][0]
+    row = t.memory_row(rep, 0)
+    assert row["allocated_bytes"] == stats["allocated_bytes.all.current"] == 600 * MiB
+    assert row["reserved_bytes"] == stats["reserved_bytes.all.current"] == 600 * MiB
+    assert row["fragmented_bytes"] == 0
+    assert row["tracked_bytes"] == row["reserved_bytes"]
+    # Segments with their blocks, adding up to the reserved bytes.
+    assert sum(s["size"] for s in rep["segments"]) == row["reserved_bytes"]
+    for s in rep["segments"]:
+        assert sum(b["size"] for b in s["blocks"]) == s["size"]
+    # The view at the first failure, before the cache flush.
+    assert rep["at_first_failure"] and rep["at_first_failure"][0]["tracked_bytes"] == 600 * MiB
+    assert "torch" in rep["capture"]["backends"]
+
+
+def test_the_oom_stack_ends_in_the_programs_line(build, tmp_path):
+    # The observer runs with the GIL held: the trigger's stack has the line that asked.
+    r, _ = run(build, tmp_path, "oom")
+    rep = r.only("oom")
+    trig = t.stack(rep, rep["trigger"]["stack"])["frames"]
+    assert any(f["kind"] == "python" and f["function"] == "grow_activations" and f["line"] == oom_line() for f in trig)
+    assert any(f["kind"] == "python" and f["function"] == "main" and f["file"] == SCRIPT for f in trig)
+
+
+def test_python_frames_of_the_allocating_line_from_torch_history(build, tmp_path):
+    # PyTorch releases the GIL before allocating, as the fake does (ctypes.CDLL): the site's
+    # Python frames come from PyTorch's own history (OOMSCOPE_TORCH_HISTORY).
+    r, _ = run(build, tmp_path, "oom", OOMSCOPE_TORCH_HISTORY="1000")
+    rep = r.only("oom")
+    top = rep["sites"][0]
+    frames = t.stack(rep, top["stack"])["frames"]
+    python = [f for f in frames if f["kind"] == "python"]
+    assert python and python[0]["function"] == "allocate_weights" and python[0]["file"] == SCRIPT, frames
+    assert any(f["function"] == "main" for f in python)
+    # The native frames up to the interpreter stay in front; the interpreter's are replaced.
+    assert frames[0]["kind"] == "native"
+    assert frames[-1]["kind"] == "python"
+
+
+def test_python_frames_spliced_when_the_gil_is_held(build, tmp_path):
+    # An allocator that keeps the GIL while it calls CUDA (CuPy-like; here ctypes.PyDLL).
+    code = "\n".join([
+        "import ctypes, os",
+        "rt = ctypes.PyDLL(os.path.join(os.environ['FAKECUDA_LIB'], 'libcudart.so.13'))",
+        "def allocate_buffer():",
+        "    p = ctypes.c_void_p()",
+        "    rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(64 << 20))  # THE-LINE",
+        "    return p",
+        "kept = allocate_buffer()",
+    ])
+    script = tmp_path / "gil_held.py"
+    script.write_text(code)
+    r = t.run_oomscope(build.oomscope, [sys.executable, str(script)], str(tmp_path / "out"),
+                       env={"FAKECUDA_LIB": build.fake_lib})
+    assert r.returncode == 0, r.stderr
+    rep = r.only("exit")
+    frames = t.stack(rep, rep["sites"][0]["stack"])["frames"]
+    python = [f for f in frames if f["kind"] == "python"]
+    assert python[0] == {"kind": "python", "file": str(script), "line": 5, "function": "allocate_buffer"}
+    assert python[1]["function"] == "<module>" and python[1]["line"] == 7
+
+
+def test_a_failure_pytorch_recovers_from_writes_no_report(build, tmp_path):
+    r, facts = run(build, tmp_path, "recover")
+    assert facts["recovered"] == 700 * MiB
+    assert r.count("oom") == 0, r.reports
+    rep = r.only("exit")
+    failed = [row for row in rep["timeline"]["rows"] if row[1] == "alloc_failed"]
+    assert len(failed) == 1 and failed[0][9] == 2  # kept in the timeline
+
+
+def test_an_oom_without_a_failing_cuda_call(build, tmp_path):
+    r, facts = run(build, tmp_path, "fraction")
+    assert facts["caught"]
+    rep = r.only("oom")
+    assert rep["trigger"]["framework"] == "torch"
+    assert rep["trigger"]["error"] is None and rep["trigger"]["api"] == "torch"
+    assert rep["at_first_failure"] is None
+    assert not [row for row in rep["timeline"]["rows"] if row[1] == "alloc_failed"]
+
+
+def test_each_oom_the_program_experiences_is_one_report(build, tmp_path):
+    r, facts = run(build, tmp_path, "twice")
+    assert facts["caught"] == 2
+    assert r.count("oom") == 2
+
+
+def test_steps_with_allocator_samples(build, tmp_path):
+    r, facts = run(build, tmp_path, "steps")
+    rep = r.only("exit")
+    steps = rep["steps"]
+    assert [s["index"] for s in steps] == [1, 2, 3, 4, 5]
+    assert [s["devices"][0]["allocated_bytes"] // MiB for s in steps] == [4, 8, 12, 16, 20]
+    assert all(s["devices"][0]["reserved_bytes"] == s["devices"][0]["tracked_bytes"] for s in steps)
+    assert len([row for row in rep["timeline"]["rows"] if row[1] == "step"]) == 5
+
+
+def test_adapter_off_with_oomscope_torch_0(build, tmp_path):
+    r, facts = run(build, tmp_path, "recover", OOMSCOPE_TORCH="0")
+    # Without the adapter the first failed cudaMalloc writes the report, recovered or not.
+    assert r.count("oom") == 1
+    rep = r.only("oom")
+    assert rep["trigger"]["framework"] is None
+    assert "torch" not in rep["capture"]["backends"]
+
+
+def test_another_sitecustomize_keeps_working(build, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['OTHER_SITECUSTOMIZE'] = 'ran'\n")
+    code = "import os, sitecustomize; print(os.environ.get('OTHER_SITECUSTOMIZE'), sitecustomize.__file__)"
+    r = t.run_oomscope(build.oomscope, [sys.executable, "-c", code], str(tmp_path / "out"),
+                       env={"PYTHONPATH": str(other)})
+    assert r.returncode == 0, r.stderr
+    value, path = r.stdout.split()
+    assert value == "ran"
+    assert path == str(other / "sitecustomize.py")
+
+
+def test_plain_ld_preload_puts_the_adapter_on_the_path(build, tmp_path):
+    code = "import sys; print([p for p in sys.path if p.endswith('share/oomscope/python')])"
+    r = build.preloaded([sys.executable, "-c", code], str(tmp_path))
+    assert "share/oomscope/python" in r.stdout
+    r = build.preloaded([sys.executable, "-c", code], str(tmp_path), OOMSCOPE_TORCH="0")
+    assert r.stdout.strip() == "[]"
+
+
+def test_oomscope_module_api(build, tmp_path):
+    code = ("import oomscope; print(oomscope.loaded()); oomscope.mark('phase-1'); oomscope.step();"
+            "print(oomscope.dump('from python'))")
+    r = t.run_oomscope(build.oomscope, [sys.executable, "-c", code], str(tmp_path / "out"),
+                       env={"OOMSCOPE_EXIT_REPORT": "0"})
+    assert r.returncode == 0, r.stderr
+    loaded, path = r.stdout.split()
+    assert loaded == "True" and path.endswith("-request.json")
+    rep = t.load(path)
+    assert rep["trigger"]["message"] == "from python"
+    kinds = [(row[1], row[6]) for row in rep["timeline"]["rows"]]
+    assert kinds == [("marker", "phase-1"), ("step", "step")]
+    assert len(rep["steps"]) == 1
+    # Without the preload the module is a no-op.
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=dict(build.env(), PYTHONPATH=os.path.join(build.dir, "share", "oomscope", "python")))
+    assert plain.stdout.split() == ["False", "None"]

@@ -1,0 +1,68 @@
+"""PyTorch-shaped scenarios for the adapter tests (run against the fake torch in CI).
+Usage: torch_scenarios.py MODE FACTS_JSON. On a 1 GiB fake device with a 32 MiB context."""
+import json
+import sys
+
+import torch
+
+MiB = 1 << 20
+facts = {"observer_stats": []}
+
+
+def observer(device, alloc, device_allocated, device_free):
+    # What memory_stats() says inside the observer: the report must say the same.
+    facts["observer_stats"].append(dict(torch.cuda.memory_stats(device), requested=alloc))
+
+
+def allocate_weights(n):
+    return torch.empty(n * MiB, device="cuda")
+
+
+def grow_activations(n):
+    return torch.empty(n * MiB, device="cuda")  # OOM-LINE
+
+
+def main():
+    mode, path = sys.argv[1], sys.argv[2]
+    torch.cuda.init()
+    torch._C._cuda_attach_out_of_memory_observer(observer)
+    if mode == "oom":
+        weights = allocate_weights(600)
+        try:
+            grow_activations(700)
+        except torch.OutOfMemoryError:
+            facts["caught"] = True
+        del weights
+    elif mode == "twice":
+        weights = allocate_weights(600)
+        for _ in range(2):
+            try:
+                grow_activations(700)
+            except torch.OutOfMemoryError:
+                facts["caught"] = facts.get("caught", 0) + 1
+        del weights
+    elif mode == "recover":
+        weights = allocate_weights(600)
+        del weights  # cached: PyTorch keeps the segment
+        activations = grow_activations(700)  # cudaMalloc fails, the cache is flushed, the retry works
+        facts["recovered"] = activations.nbytes
+    elif mode == "fraction":
+        torch.cuda.set_per_process_memory_fraction(0.5)
+        try:
+            grow_activations(600)
+        except torch.OutOfMemoryError:
+            facts["caught"] = True
+    elif mode == "steps":
+        kept = []
+        optimizer = torch.optim.Optimizer()
+        for _ in range(5):
+            kept.append(allocate_weights(4))
+            optimizer.step()
+    facts["reserved"] = torch.cuda.memory_reserved()
+    with open(path, "w") as f:
+        json.dump(facts, f)
+    print("done", mode)
+
+
+if __name__ == "__main__":
+    main()
