@@ -306,6 +306,107 @@ def scenario_cublas(ctx):
     return f"{line}; by_source {compact(row['by_source'])} matches the stacks; reserved {facts['reserved'] / MiB:.0f} MiB"
 
 
+# ---------------------------------------------------------------- PyTorch adapter (issue 4)
+
+def torch_train(ctx, name, mode, env=None):
+    out = ctx.dir(name)
+    facts_path = os.path.join(out, "facts.json")
+    cmd = [sys.executable, os.path.join(HERE, "scenarios", "torch_train.py"), mode, facts_path]
+    run = t.run_oomscope(ctx.oomscope, cmd, out, env=env, timeout=600)
+    check(run.returncode == 0, f"exit {run.returncode}: {run.stderr[-1500:]}")
+    return run, t.load(facts_path)
+
+
+def check_allocator_view(rep, stats):
+    row = t.memory_row(rep, rep["trigger"]["device"])
+    check(row["allocated_bytes"] == stats["allocated_bytes.all.current"],
+          f"allocated {row['allocated_bytes']} != memory_stats {stats['allocated_bytes.all.current']}")
+    check(row["reserved_bytes"] == stats["reserved_bytes.all.current"],
+          f"reserved {row['reserved_bytes']} != memory_stats {stats['reserved_bytes.all.current']}")
+    seg_sum = sum(s["size"] for s in rep["segments"] if s["device"] == rep["trigger"]["device"])
+    check(seg_sum == row["reserved_bytes"], f"segments add up to {seg_sum}, reserved {row['reserved_bytes']}")
+    for s in rep["segments"]:
+        check(sum(b["size"] for b in s["blocks"]) == s["size"], f"blocks of segment {s['address']:#x}")
+    return row
+
+
+def scenario_torch_gpt2(ctx):
+    """(a)+(f) GPT-2-style training runs out of memory: the allocator's view (exact), Python
+    lines of the top sites (with PyTorch's history), blocks adding up, one step per step."""
+    run, facts = torch_train(ctx, "torch_gpt2", "gpt2", env={"OOMSCOPE_TORCH_HISTORY": "100000"})
+    check("oom_at_step" in facts, "no OutOfMemoryError")
+    check(run.count("oom") == 1, f"OOM reports: {run.count('oom')}")
+    rep = run.only("oom")
+    check(rep["trigger"]["framework"] == "torch", f"trigger {rep['trigger']}")
+    stats = facts["observer_stats"][-1]
+    row = check_allocator_view(rep, stats)
+    lines = set()
+    for s in rep["sites"][:10]:
+        for f in t.stack(rep, s["stack"])["frames"]:
+            if f["kind"] == "python":
+                lines.add((os.path.basename(f["file"]), f["function"]))
+    check(any(fn == "forward" for _, fn in lines), f"no forward line in the top sites: {sorted(lines)[:12]}")
+    check(any(file == "torch_train.py" for file, _ in lines), f"no line of the script: {sorted(lines)[:12]}")
+    trig = [f for f in t.stack(rep, rep["trigger"]["stack"])["frames"] if f["kind"] == "python"]
+    check(trig and any(f["function"] == "train_gpt2" for f in trig), f"trigger python frames {trig[:4]}")
+    steps = rep["steps"]
+    check(len(steps) == facts["optimizer_steps"], f"{len(steps)} steps for {facts['optimizer_steps']} optimizer steps")
+    check(all(s["devices"][0]["reserved_bytes"] is not None for s in steps), "steps without samples")
+    return (f"allocated {row['allocated_bytes'] / GiB:.2f} GiB, reserved {row['reserved_bytes'] / GiB:.2f} GiB == "
+            f"memory_stats() in the observer; fragmented {row['fragmented_bytes'] / GiB:.2f} GiB; request "
+            f"{rep['trigger']['requested_bytes'] / GiB:.2f} GiB; {len(rep['segments'])} segments, blocks add up; "
+            f"{len(steps)} steps sampled; python lines in top sites: {sorted(lines)[:4]}")
+
+
+def scenario_torch_fraction(ctx):
+    """(b) an OOM from set_per_process_memory_fraction: no CUDA call fails, one report."""
+    run, facts = torch_train(ctx, "torch_fraction", "fraction")
+    check(facts.get("caught"), "no OutOfMemoryError")
+    check(run.count("oom") == 1, f"OOM reports: {run.count('oom')}")
+    rep = run.only("oom")
+    check(rep["trigger"]["error"] is None and rep["trigger"]["framework"] == "torch", f"trigger {rep['trigger']}")
+    check_allocator_view(rep, facts["observer_stats"][-1])
+    return f"one report, {rep['trigger']['message']}"
+
+
+def scenario_torch_recover(ctx):
+    """(c) a failed cudaMalloc that PyTorch recovers from (cache flush): no report."""
+    run, facts = torch_train(ctx, "torch_recover", "recover")
+    check(facts.get("recovered"), "no recovery")
+    check(run.count("oom") == 0, f"OOM reports: {run.count('oom')}")
+    rep = run.only("exit")
+    failed = [r for r in rep["timeline"]["rows"] if r[1] == "alloc_failed"]
+    check(failed and failed[0][9] == 2, "the failure is not in the timeline")
+    return f"no OOM report; the failed cudaMalloc of {failed[0][4] / GiB:.1f} GiB is in the timeline"
+
+
+def scenario_torch_gpt2_expandable(ctx):
+    """(d) the GPT-2 OOM with expandable_segments:True: allocated/reserved/fragmented right."""
+    run, facts = torch_train(ctx, "torch_gpt2_expandable", "expandable",
+                             env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    check(run.count("oom") == 1, f"OOM reports: {run.count('oom')}")
+    rep = run.only("oom")
+    row = check_allocator_view(rep, facts["observer_stats"][-1])
+    check(row["fragmented_bytes"] == row["reserved_bytes"] - row["allocated_bytes"], "fragmented")
+    check(row["tracked_bytes"] == row["reserved_bytes"], f"tracked {row['tracked_bytes']} vs reserved {row['reserved_bytes']}")
+    first = rep["at_first_failure"][0]["tracked_bytes"] / GiB if rep["at_first_failure"] else float("nan")
+    return (f"allocated {row['allocated_bytes'] / GiB:.2f} GiB, reserved {row['reserved_bytes'] / GiB:.2f} GiB "
+            f"(== memory_stats), fragmented {row['fragmented_bytes'] / GiB:.2f} GiB, tracked == reserved; "
+            f"tracked at the first failure {first:.2f} GiB")
+
+
+def scenario_torch_gpt2_async(ctx):
+    """(e) the GPT-2 OOM with backend:cudaMallocAsync: a report with pool statistics, no crash."""
+    run, facts = torch_train(ctx, "torch_gpt2_async", "async", env={"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+    check("oom_at_step" in facts, "no OutOfMemoryError")
+    check(run.count("oom") >= 1, f"OOM reports: {run.count('oom')}")
+    rep = t.load(run.reports["oom"][0])
+    pools = [p for p in rep["pools"] if p["device"] == 0]
+    check(pools and pools[0]["reserved_bytes"] > 0, f"pools {rep['pools']}")
+    return (f"{run.count('oom')} report(s) via {rep['trigger']['api']}; pool reserved {pools[0]['reserved_bytes'] / GiB:.2f} "
+            f"GiB, used {pools[0]['used_bytes'] / GiB:.2f} GiB; {len(rep['steps'])} steps")
+
+
 def compact(by_source):
     return ", ".join(f"{k} {v / MiB:.0f} MiB" for k, v in sorted(by_source.items()) if v)
 
@@ -320,6 +421,11 @@ SCENARIOS = [
     ("cupy", scenario_cupy),
     ("jax", scenario_jax),
     ("torch_cublas", scenario_cublas),
+    ("torch_gpt2", scenario_torch_gpt2),
+    ("torch_fraction", scenario_torch_fraction),
+    ("torch_recover", scenario_torch_recover),
+    ("torch_gpt2_expandable", scenario_torch_gpt2_expandable),
+    ("torch_gpt2_async", scenario_torch_gpt2_async),
 ]
 
 

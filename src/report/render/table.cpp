@@ -3,6 +3,7 @@
 #include "report/format.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace oomscope::report {
 namespace {
@@ -71,6 +72,14 @@ void renderHeader(const Report& r, const Style& s, std::ostream& out)
         out << "  when      " << formatSeconds(t.timeNs - p.startNs) << " after the process started\n";
 }
 
+std::optional<uint64_t> usedOnDevice(const Report& r, int64_t device)
+{
+    const Device* d = r.findDevice(device);
+    if (!d || !d->freeBytes || !d->totalBytes || *d->freeBytes > *d->totalBytes)
+        return std::nullopt;
+    return *d->totalBytes - *d->freeBytes;
+}
+
 void renderMemory(const Report& r, const Style& s, std::ostream& out)
 {
     out << "\n" << s.bold("Memory per device") << "\n";
@@ -79,29 +88,39 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
         return;
     }
     const bool framework = std::any_of(r.memory.begin(), r.memory.end(), [](const MemoryRow& m) { return m.reservedBytes.has_value(); });
-    std::vector<std::string> header = {"device", "name", "tracked"};
-    if (framework) {
-        header.insert(header.end(), {"allocated", "reserved", "fragmented"});
-    }
-    header.insert(header.end(), {"untracked", "free", "total", "peak tracked"});
+    const std::string fw = r.trigger.framework.value_or("framework");
+    std::vector<std::string> header = {"device", "name"};
+    if (framework)
+        header.insert(header.end(), {"allocated", "reserved", "fragmented", "non-" + fw});
+    else
+        header.insert(header.end(), {"tracked", "untracked"});
+    header.insert(header.end(), {"free", "total", framework ? "tracked" : "peak tracked"});
     TextTable table(header, 2);
     for (const MemoryRow& m : r.memory) {
         const Device* d = r.findDevice(m.device);
-        std::vector<std::string> row = {std::to_string(m.device), d ? truncateMiddle(d->name, 40) : "?",
-                                        formatBytes(m.trackedBytes)};
+        std::vector<std::string> row = {std::to_string(m.device), d ? truncateMiddle(d->name, 40) : "?"};
         if (framework) {
             row.push_back(orDash(m.allocatedBytes));
             row.push_back(orDash(m.reservedBytes));
             row.push_back(orDash(m.fragmentedBytes));
+            const std::optional<uint64_t> used = usedOnDevice(r, m.device);
+            row.push_back(used && m.reservedBytes && *used >= *m.reservedBytes ? formatBytes(*used - *m.reservedBytes) : "-");
+        } else {
+            row.push_back(formatBytes(m.trackedBytes));
+            row.push_back(orDash(m.untrackedBytes));
         }
-        row.push_back(orDash(m.untrackedBytes));
         row.push_back(d ? orDash(d->freeBytes) : "-");
         row.push_back(d ? orDash(d->totalBytes) : "-");
-        row.push_back(formatBytes(m.peakTrackedBytes));
+        row.push_back(formatBytes(framework ? m.trackedBytes : m.peakTrackedBytes));
         table.addRow(std::move(row));
     }
     out << table.render();
     for (const MemoryRow& m : r.memory) {
+        if (m.largestFreeBlockBytes && r.trigger.requestedBytes && r.trigger.device && *r.trigger.device == m.device) {
+            out << "  device " << m.device << ": largest free block " << formatBytes(*m.largestFreeBlockBytes)
+                << " inside reserved memory, for a request of " << formatBytes(*r.trigger.requestedBytes)
+                << (*m.largestFreeBlockBytes >= *r.trigger.requestedBytes ? " (it fits)" : " (it does not fit)") << "\n";
+        }
         std::string kinds;
         for (const auto& [kind, bytes] : m.byKind) {
             if (bytes > 0 && kind != "device")
@@ -116,6 +135,15 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
             out << "  device " << m.device << " by source:" << sources << "\n";
         if (!kinds.empty())
             out << "  device " << m.device << " also:" << kinds << "\n";
+    }
+    if (r.atFirstFailure) {
+        for (const MemoryRow& m : *r.atFirstFailure) {
+            out << "  at the first failed allocation (before " << fw << " flushed its cache): device " << m.device
+                << " tracked " << formatBytes(m.trackedBytes);
+            if (m.untrackedBytes)
+                out << ", untracked " << formatBytes(*m.untrackedBytes);
+            out << "\n";
+        }
     }
 }
 
@@ -150,7 +178,17 @@ void renderSites(const Report& r, const RenderOptions& o, const Style& s, std::o
         const Site& site = r.sites[i];
         out << "  #" << (i + 1) << "  " << s.bold(formatBytes(site.bytes)) << " in " << site.count
             << (site.count == 1 ? " allocation" : " allocations") << " (device " << site.device << ", " << site.kind
-            << ")\n";
+            << ")";
+        // The program's own line first: what a Python user recognises.
+        if (const Stack* stack = r.findStack(site.stack)) {
+            for (const Frame& f : stack->frames) {
+                if (f.kind == Frame::Kind::Python) {
+                    out << "  " << s.bold(f.file + ":" + std::to_string(f.line) + " " + f.function);
+                    break;
+                }
+            }
+        }
+        out << "\n";
         renderStack(r, site.stack, o.stackFrames, "        ", s, out);
     }
     if (r.sites.size() > n)
