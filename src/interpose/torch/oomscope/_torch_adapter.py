@@ -79,10 +79,16 @@ def _on_torch_imported(torch):
         if _lib() is None:
             return  # the preload is not in this process: nothing to tell
         _torch = torch
-        torch.optim.optimizer.register_optimizer_step_post_hook(_on_optimizer_step)
         torch.cuda._lazy_call(_attach)
     except Exception as e:
         _notice("import", f"the PyTorch adapter could not attach ({type(e).__name__}: {e})")
+    try:
+        # torch.optim's submodules are imported lazily by recent PyTorch (2.11): ask for it.
+        import importlib
+        optimizer = importlib.import_module("torch.optim.optimizer")
+        optimizer.register_optimizer_step_post_hook(_on_optimizer_step)
+    except Exception as e:
+        _notice("steps", f"optimizer steps are not recorded ({type(e).__name__}: {e})")
 
 
 def _attach():

@@ -1,2 +1,6 @@
-from torch.optim import optimizer  # noqa: F401
-from torch.optim.optimizer import Optimizer  # noqa: F401
+# As in PyTorch 2.11: the optimizer submodule is not an attribute until imported.
+def __getattr__(name):
+    if name == "Optimizer":
+        from torch.optim.optimizer import Optimizer
+        return Optimizer
+    raise AttributeError(name)
