@@ -352,7 +352,16 @@ std::string Recorder::frameworkOom(const FrameworkState& state, int device, uint
     TriggerInfo trigger;
     trigger.kind = TriggerKind::Oom;
     trigger.framework = &state;
-    trigger.stack = captureStack();  // the program's line that asked, Python frames included
+    // The program's line that asked, Python frames included; the adapter's own frames (the
+    // ctypes call from oomscope's package) are cut off the top.
+    std::vector<uint64_t> words = m_stacks.frames(captureStack());
+    for (size_t i = 0; i < words.size(); ++i) {
+        if (isPythonFrame(words[i]) && PythonFrames::resolve(words[i]).module.rfind("oomscope", 0) == 0) {
+            words.erase(words.begin(), words.begin() + long(i) + 1);
+            i = size_t(-1);
+        }
+    }
+    trigger.stack = m_stacks.intern(words.data(), uint32_t(words.size()));
     std::optional<FirstFailure> first;
     {
         std::lock_guard<std::mutex> lock(m_frameworkMutex);
