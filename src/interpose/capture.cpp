@@ -60,8 +60,8 @@ int currentDevice(Family family) noexcept
 bool isOutOfMemory(Family family, int error) noexcept
 {
     // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2. Other failures
-    // (PyTorch's fabric-handle probe gets CUDA_ERROR_NOT_SUPPORTED, 801, from cuMemCreate) are
-    // recorded but never start an OOM episode.
+    // (PyTorch's fabric-handle probe gets CUDA_ERROR_NOT_PERMITTED, 800, from cuMemCreate on
+    // the H200) are recorded but never start an OOM episode.
     (void)family;
     return error == 2;
 }

@@ -35,6 +35,18 @@ void notePool(CUmemoryPool pool)
         r->notePool(toU64(pool));
 }
 
+// An event for the timeline only: address-space reservations, pool trims.
+void timelineOnly(oomscope::record::Recorder* r, oomscope::record::EventKind kind, HookId id, uint64_t address,
+                  uint64_t size)
+{
+    oomscope::record::AllocRecord rec;
+    rec.api = oi::apiOf(id);
+    rec.address = address;
+    rec.size = size;
+    rec.device = oi::currentDevice(oi::Family::Driver);
+    r->recordTimelineOnly(kind, rec);
+}
+
 // The hook is outermost and recording: the recorder, else null.
 oomscope::record::Recorder* recordingRecorder(const oi::HookScope& scope)
 {
@@ -134,14 +146,8 @@ OOMSCOPE_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKee
         return oi::unresolvedResult<CUresult>();
     oi::HookScope scope;
     const CUresult rc = real(pool, minBytesToKeep);
-    if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS) {
-        oomscope::record::AllocRecord rec;
-        rec.api = oi::apiOf(HookId::cuMemPoolTrimTo);
-        rec.address = toU64(pool);
-        rec.size = minBytesToKeep;
-        rec.device = oi::currentDevice(oi::Family::Driver);
-        r->recordTimelineOnly(oomscope::record::EventKind::PoolTrim, rec);
-    }
+    if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS)
+        timelineOnly(r, oomscope::record::EventKind::PoolTrim, HookId::cuMemPoolTrimTo, toU64(pool), minBytesToKeep);
     return rc;
 }
 
@@ -219,13 +225,8 @@ OOMSCOPE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size
     oi::HookScope scope;
     const CUresult rc = real(ptr, size, alignment, addr, flags);
     // Address space is not memory: a timeline marker, nothing live.
-    if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS && ptr) {
-        oomscope::record::AllocRecord rec;
-        rec.api = oi::apiOf(HookId::cuMemAddressReserve);
-        rec.address = uint64_t(*ptr);
-        rec.size = size;
-        r->recordTimelineOnly(oomscope::record::EventKind::Marker, rec);
-    }
+    if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS && ptr)
+        timelineOnly(r, oomscope::record::EventKind::Marker, HookId::cuMemAddressReserve, uint64_t(*ptr), size);
     return rc;
 }
 
@@ -235,13 +236,8 @@ OOMSCOPE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     if (!real)
         return oi::unresolvedResult<CUresult>();
     oi::HookScope scope;
-    if (auto* r = recordingRecorder(scope)) {
-        oomscope::record::AllocRecord rec;
-        rec.api = oi::apiOf(HookId::cuMemAddressFree);
-        rec.address = uint64_t(ptr);
-        rec.size = size;
-        r->recordTimelineOnly(oomscope::record::EventKind::Marker, rec);
-    }
+    if (auto* r = recordingRecorder(scope))
+        timelineOnly(r, oomscope::record::EventKind::Marker, HookId::cuMemAddressFree, uint64_t(ptr), size);
     return real(ptr, size);
 }
 

@@ -69,6 +69,20 @@ struct DriverApi {
     }
 };
 
+// Six allocations of 1..6 MiB through alloc, then frees of the 1st, 3rd and 5th; prints
+// "door <name> allocs <n> frees <m>".
+template <class Alloc, class Free>
+void allocateAndFreeHalf(const char* door, Alloc alloc, Free release)
+{
+    CUdeviceptr ptrs[6] = {};
+    int allocs = 0, frees = 0;
+    for (int i = 0; i < 6; ++i)
+        allocs += alloc(&ptrs[i], size_t(i + 1) << 20) == CUDA_SUCCESS;
+    for (int i = 0; i < 6; i += 2)
+        frees += release(ptrs[i]) == CUDA_SUCCESS;
+    std::printf("door %s allocs %d frees %d\n", door, allocs, frees);
+}
+
 // oomscope_dump when the preload is there, found the way a program without a build
 // dependency on oomscope would find it.
 inline void checkpoint(const char* label)

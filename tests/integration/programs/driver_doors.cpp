@@ -43,12 +43,6 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "door %s gave nothing\n", door.c_str());
         return 3;
     }
-    CUdeviceptr ptrs[6] = {};
-    int allocs = 0, frees = 0;
-    for (int i = 0; i < 6; ++i)
-        allocs += alloc(&ptrs[i], size_t(i + 1) << 20) == CUDA_SUCCESS;
-    for (int i = 0; i < 6; i += 2)
-        frees += release(ptrs[i]) == CUDA_SUCCESS;
-    std::printf("door %s allocs %d frees %d\n", door.c_str(), allocs, frees);
+    allocateAndFreeHalf(door.c_str(), alloc, release);
     return 0;
 }

@@ -1,8 +1,7 @@
 // Driver functions through the runtime's doors: cudaGetDriverEntryPointByVersion (as PyTorch
 // does for cuMemCreate & co.) or cudaGetDriverEntryPoint, chosen by argv[1].
-#include "interpose/cuda_extra.h"
+#include "driver_common.h"
 
-#include <cstdio>
 #include <string>
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -25,12 +24,6 @@ int main(int argc, char** argv)
     auto release = reinterpret_cast<decltype(&cuMemFree_v2)>(f);
     if (!alloc || !release)
         return 3;
-    CUdeviceptr ptrs[6] = {};
-    int allocs = 0, frees = 0;
-    for (int i = 0; i < 6; ++i)
-        allocs += alloc(&ptrs[i], size_t(i + 1) << 20) == CUDA_SUCCESS;
-    for (int i = 0; i < 6; i += 2)
-        frees += release(ptrs[i]) == CUDA_SUCCESS;
-    std::printf("door %s allocs %d frees %d\n", door.c_str(), allocs, frees);
+    allocateAndFreeHalf(door.c_str(), alloc, release);
     return 0;
 }
