@@ -98,15 +98,4 @@ WriteResult writeReportFile(const Report& report, const std::string& dir, const 
     });
 }
 
-WriteResult writeFileAtomically(const std::string& dir, const std::string& stem, const std::string& suffix,
-                                const std::string& contents)
-{
-    return writeAtomically(dir, stem, suffix, [&](int fd, int* err) {
-        FdSink sink(fd);
-        const bool ok = sink.flush(contents.data(), contents.size());
-        *err = sink.error();
-        return ok;
-    });
-}
-
 } // namespace oomscope::report

@@ -20,8 +20,4 @@ struct WriteResult {
 // dir: folder to write into; stem: file name without ".json".
 WriteResult writeReportFile(const Report& report, const std::string& dir, const std::string& stem);
 
-// Same mechanism for any bytes (used by tests and by tools that write JSON of their own).
-WriteResult writeFileAtomically(const std::string& dir, const std::string& stem, const std::string& suffix,
-                                const std::string& contents);
-
 } // namespace oomscope::report
