@@ -56,6 +56,23 @@ bool parseI64(const std::string& word, int64_t* out)
     return true;
 }
 
+// "<file>\t<line>\t<function>[\t…]" → frames (innermost first).
+std::vector<PythonFrameText> parseFrames(const std::string& text)
+{
+    std::vector<std::string> fields;
+    size_t start = 0;
+    for (size_t tab; (tab = text.find('\t', start)) != std::string::npos; start = tab + 1)
+        fields.push_back(text.substr(start, tab - start));
+    fields.push_back(text.substr(start));
+    std::vector<PythonFrameText> frames;
+    for (size_t i = 0; i + 3 <= fields.size(); i += 3) {
+        uint64_t lineNumber = 0;
+        parseU64(fields[i + 1], &lineNumber);
+        frames.push_back(PythonFrameText{fields[i], uint32_t(lineNumber), fields[i + 2]});
+    }
+    return frames;
+}
+
 } // namespace
 
 FrameworkState parseFrameworkState(const char* name, const char* text)
@@ -112,12 +129,18 @@ FrameworkState parseFrameworkState(const char* name, const char* text)
                 ++state.ignoredLines;
             }
         } else if (kind == "block") {
+            const size_t tab = line.find('\t');
+            std::istringstream head(line.substr(0, tab));
             std::string offset, size, blockState;
             report::Block b;
-            if (!state.segments.empty() && (words >> offset >> size >> blockState) && parseU64(offset, &b.offset) &&
+            head >> kind;
+            if (!state.segments.empty() && (head >> offset >> size >> blockState) && parseU64(offset, &b.offset) &&
                 parseU64(size, &b.size)) {
                 b.state = blockState;
                 state.segments.back().blocks.push_back(std::move(b));
+                state.blockFrames.resize(state.segments.size());
+                state.blockFrames.back().push_back(tab == std::string::npos ? std::vector<PythonFrameText>{}
+                                                                            : parseFrames(line.substr(tab + 1)));
             } else {
                 ++state.ignoredLines;
             }
@@ -132,17 +155,7 @@ FrameworkState parseFrameworkState(const char* name, const char* text)
             std::getline(words, rest);
             if (!rest.empty() && rest[0] == ' ')
                 rest.erase(0, 1);
-            std::vector<std::string> fields;
-            size_t start = 0;
-            for (size_t tab; (tab = rest.find('\t', start)) != std::string::npos; start = tab + 1)
-                fields.push_back(rest.substr(start, tab - start));
-            fields.push_back(rest.substr(start));
-            std::vector<PythonFrameText> frames;
-            for (size_t i = 0; i + 3 <= fields.size(); i += 3) {
-                uint64_t lineNumber = 0;
-                parseU64(fields[i + 1], &lineNumber);
-                frames.push_back(PythonFrameText{fields[i], uint32_t(lineNumber), fields[i + 2]});
-            }
+            std::vector<PythonFrameText> frames = parseFrames(rest);
             if (frames.empty())
                 ++state.ignoredLines;
             else

@@ -3,7 +3,9 @@
 // that the preload needs no JSON parser:
 //   device <index> allocated <bytes> reserved <bytes> [active <bytes>] [inactive_split <bytes>] [segments <n>]
 //   segment <device> <address> <size> <stream> <kind>
-//   block <offset> <size> <state>          (belongs to the segment above)
+//   block <offset> <size> <state>[\t<file>\t<line>\t<function>…]
+//                                          (belongs to the segment above; the Python stack
+//                                          of the tensor in it, from PyTorch's history)
 //   frames <address> <file>\t<line>\t<function>[\t<file>\t<line>\t<function>…]
 //                                          (the Python stack that allocated the memory at
 //                                          <address>, innermost first: PyTorch's history)
@@ -39,6 +41,8 @@ struct FrameworkState {
     std::vector<FrameworkDevice> devices;
     std::vector<report::Segment> segments;
     std::vector<std::pair<uint64_t, std::vector<PythonFrameText>>> allocationFrames;
+    // [segment][block]: the Python stack of each block, empty when not given.
+    std::vector<std::vector<std::vector<PythonFrameText>>> blockFrames;
     size_t ignoredLines = 0;
 
     const FrameworkDevice* device(int64_t index) const;

@@ -652,9 +652,26 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     const std::vector<LiveAllocation> vmmLive = m_vmm.snapshot();
     live.insert(live.end(), vmmLive.begin(), vmmLive.end());
     r.memory = memoryRows(r.devices);
+    std::set<uint32_t> blockStacks;
     if (trigger.framework) {
-        // The framework's segments, with their blocks: a finer view than raw mappings.
+        // The framework's segments, with their blocks: a finer view than raw mappings. Blocks
+        // get the Python stack of the tensor in them when the framework gave one.
         r.segments = trigger.framework->segments;
+        const auto& blockFrames = trigger.framework->blockFrames;
+        for (size_t si = 0; si < r.segments.size() && si < blockFrames.size(); ++si) {
+            for (size_t bi = 0; bi < r.segments[si].blocks.size() && bi < blockFrames[si].size(); ++bi) {
+                const std::vector<PythonFrameText>& frames = blockFrames[si][bi];
+                if (frames.empty())
+                    continue;
+                std::vector<uint64_t> words;
+                for (const PythonFrameText& f : frames)
+                    words.push_back(PythonFrames::token(f.file, f.function, f.line));
+                if (const StackId id = m_stacks.intern(words.data(), uint32_t(words.size()))) {
+                    r.segments[si].blocks[bi].stack = id.value();
+                    blockStacks.insert(id.value());
+                }
+            }
+        }
         for (report::MemoryRow& row : r.memory) {
             const FrameworkDevice* fw = trigger.framework->device(row.device);
             if (!fw)
@@ -755,6 +772,7 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
         referenced.insert(row.stack);
     if (r.trigger.stack)
         referenced.insert(*r.trigger.stack);
+    referenced.insert(blockStacks.begin(), blockStacks.end());
     referenced.erase(0);
 
     Symbolizer symbolizer(loadedModules());

@@ -349,13 +349,32 @@ def scenario_torch_gpt2(ctx):
     check(any(file == "torch_train.py" for file, _ in lines), f"no line of the script: {sorted(lines)[:12]}")
     trig = [f for f in t.stack(rep, rep["trigger"]["stack"])["frames"] if f["kind"] == "python"]
     check(trig and any(f["function"] == "train_gpt2" for f in trig), f"trigger python frames {trig[:4]}")
+    # Tensor level (blocks, from PyTorch's history): forward activations and the optimizer's
+    # state are named by their own lines; backward's blocks carry no Python frames.
+    tensor_lines = {}
+    no_python = 0
+    for seg in rep["segments"]:
+        for b in seg["blocks"]:
+            if not b["state"].startswith("active"):
+                continue
+            if b["stack"] is None:
+                no_python += b["size"]
+                continue
+            frames = t.stack(rep, b["stack"])["frames"]
+            key = next((f"{os.path.basename(f['file'])}:{f['function']}" for f in frames), "?")
+            tensor_lines[key] = tensor_lines.get(key, 0) + b["size"]
+    check(any("forward" in k for k in tensor_lines), f"tensor lines {sorted(tensor_lines)[:10]}")
+    check(any(k.startswith(("adamw.py", "optimizer.py", "adam.py")) for k in tensor_lines),
+          f"no optimizer-state tensor named: {sorted(tensor_lines)[:12]}")
+    optimizer_bytes = sum(v for k, v in tensor_lines.items() if k.startswith(("adamw.py", "optimizer.py", "adam.py")))
     steps = rep["steps"]
     check(len(steps) == facts["optimizer_steps"], f"{len(steps)} steps for {facts['optimizer_steps']} optimizer steps")
     check(all(s["devices"][0]["reserved_bytes"] is not None for s in steps), "steps without samples")
     return (f"allocated {row['allocated_bytes'] / GiB:.2f} GiB, reserved {row['reserved_bytes'] / GiB:.2f} GiB == "
             f"memory_stats() in the observer; fragmented {row['fragmented_bytes'] / GiB:.2f} GiB; request "
             f"{rep['trigger']['requested_bytes'] / GiB:.2f} GiB; {len(rep['segments'])} segments, blocks add up; "
-            f"{len(steps)} steps sampled; python lines in top sites: {sorted(lines)[:4]}")
+            f"{len(steps)} steps sampled; python lines in top sites: {sorted(lines)[:4]}; tensors: optimizer state "
+            f"{optimizer_bytes / GiB:.2f} GiB named by its line, {no_python / GiB:.2f} GiB without Python frames (backward)")
 
 
 def scenario_torch_fraction(ctx):

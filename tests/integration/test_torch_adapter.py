@@ -77,6 +77,14 @@ def test_python_frames_of_the_allocating_line_from_torch_history(build, tmp_path
     # The native frames up to the interpreter stay in front; the interpreter's are replaced.
     assert frames[0]["kind"] == "native"
     assert frames[-1]["kind"] == "python"
+    # Tensor level: the live block (the weights) carries the Python stack of its tensor.
+    active = [b for s in rep["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
+    assert len(active) == 1 and active[0]["size"] == 600 * MiB
+    block_frames = t.stack(rep, active[0]["stack"])["frames"]
+    assert block_frames[0]["function"] == "allocate_weights" and block_frames[0]["file"] == SCRIPT
+    text = subprocess.run([build.oomscope, "report", r.reports["oom"][0]], capture_output=True, text=True).stdout
+    assert "Top live tensors by Python line" in text
+    assert "600.00 MiB in 1 tensor" in text
 
 
 def test_python_frames_spliced_when_the_gil_is_held(build, tmp_path):

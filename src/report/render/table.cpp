@@ -1,5 +1,6 @@
 #include "report/render/table.h"
 
+#include "report/analysis.h"
 #include "report/format.h"
 
 #include <algorithm>
@@ -195,6 +196,31 @@ void renderSites(const Report& r, const RenderOptions& o, const Style& s, std::o
         out << "  ... " << (r.sites.size() - n) << " more sites\n";
 }
 
+// PyTorch's live tensors by the Python line that allocated them (blocks carry stacks when
+// PyTorch recorded its history): who holds the allocated memory, where sites say who reserved it.
+void renderTensors(const Report& r, const RenderOptions& o, const Style& s, std::ostream& out)
+{
+    if (!hasBlockStacks(r))
+        return;
+    const std::vector<TensorSite> sites = tensorSites(r);
+    out << "\n" << s.bold("Top live tensors by Python line") << "\n";
+    const size_t n = std::min(o.topSites, sites.size());
+    for (size_t i = 0; i < n; ++i) {
+        const TensorSite& site = sites[i];
+        out << "  #" << (i + 1) << "  " << s.bold(formatBytes(site.bytes)) << " in " << site.count
+            << (site.count == 1 ? " tensor" : " tensors") << " (device " << site.device << ")";
+        if (!site.stack) {
+            out << "  " << s.dim("no Python frames: allocated by autograd's backward or another thread without Python")
+                << "\n";
+            continue;
+        }
+        out << "\n";
+        renderStack(r, *site.stack, std::min<size_t>(o.stackFrames, 6), "        ", s, out);
+    }
+    if (sites.size() > n)
+        out << "  ... " << (sites.size() - n) << " more\n";
+}
+
 void renderEvents(const Report& r, const RenderOptions& o, const Style& s, std::ostream& out)
 {
     const Timeline& tl = r.timeline;
@@ -247,6 +273,7 @@ void renderReport(const Report& r, const RenderOptions& o, std::ostream& out)
     renderHeader(r, s, out);
     renderMemory(r, s, out);
     renderSites(r, o, s, out);
+    renderTensors(r, o, s, out);
     if (r.trigger.kind == "oom" && r.trigger.stack) {
         out << "\n" << s.bold("Stack of the failed request") << "\n";
         renderStack(r, *r.trigger.stack, o.stackFrames, "        ", s, out);

@@ -124,14 +124,16 @@ def _history_lines(snapshot, device):
     for entry in traces[device]:
         if entry.get("action") in ("segment_alloc", "segment_map") and entry.get("frames"):
             latest[entry["addr"]] = entry["frames"]
-    lines = []
-    for address, frames in latest.items():
-        fields = []
-        for f in frames[:64]:
-            fields += [str(f.get("filename", "?")).replace("\t", " "), str(f.get("line", 0)),
-                       str(f.get("name", "?")).replace("\t", " ")]
-        lines.append(f"frames {address} " + "\t".join(fields))
-    return lines
+    return [f"frames {address} " + _frame_fields(frames) for address, frames in latest.items()]
+
+
+def _frame_fields(frames):
+    """PyTorch's recorded frames as the preload's tab-separated file, line, function."""
+    fields = []
+    for f in frames[:64]:
+        fields += [str(f.get("filename", "?")).replace("\t", " ").replace("\n", " "), str(f.get("line", 0)),
+                   str(f.get("name", "?")).replace("\t", " ").replace("\n", " ")]
+    return "\t".join(fields)
 
 
 def allocator_state(device):
@@ -147,7 +149,11 @@ def allocator_state(device):
         base = seg["address"]
         lines.append(f"segment {seg['device']} {base} {seg['total_size']} {seg.get('stream', 0)} {kind}")
         for block in seg.get("blocks", []):
-            lines.append(f"block {block['address'] - base} {block['size']} {block['state']}")
+            line = f"block {block['address'] - base} {block['size']} {block['state']}"
+            frames = block.get("frames") if block["state"].startswith("active") else None
+            if frames:
+                line += "\t" + _frame_fields(frames)
+            lines.append(line)
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ def _round(n, unit):
 class Block:
     def __init__(self, segment, offset, size, active):
         self.segment, self.offset, self.size, self.active = segment, offset, size, active
+        self.frames = None
 
 
 class Segment:
@@ -106,6 +107,7 @@ class CachingAllocator:
             segment.blocks.insert(segment.blocks.index(block) + 1, rest)
             block.size = size
         block.active = True
+        block.frames = self._frames() if self.history else None
         return block
 
     def free(self, block):
@@ -124,13 +126,15 @@ class CachingAllocator:
                 self._c10.fake_c10_cuda_free(ctypes.c_void_p(segment.address))
                 self.segments.remove(segment)
 
-    def _trace(self, action, address, size):
-        # As PyTorch records it with stacks="python": the program's frames, innermost first
+    def _frames(self):
+        # As PyTorch records them with stacks="python": the program's frames, innermost first
         # (torch.empty is C code in the real thing: frames inside torch are left out).
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        frames = [{"filename": f.filename, "line": f.lineno, "name": f.name}
-                  for f in reversed(traceback.extract_stack()) if not os.path.abspath(f.filename).startswith(here)]
-        self.traces.append({"action": action, "addr": address, "size": size, "frames": frames})
+        return [{"filename": f.filename, "line": f.lineno, "name": f.name}
+                for f in reversed(traceback.extract_stack()) if not os.path.abspath(f.filename).startswith(here)]
+
+    def _trace(self, action, address, size):
+        self.traces.append({"action": action, "addr": address, "size": size, "frames": self._frames()})
 
     def _out_of_memory(self, size):
         stats = self.stats()
@@ -152,7 +156,8 @@ class CachingAllocator:
         segments = []
         for s in self.segments:
             blocks = [{"address": s.address + b.offset, "size": b.size,
-                       "state": "active_allocated" if b.active else "inactive"} for b in s.blocks]
+                       "state": "active_allocated" if b.active else "inactive", "frames": b.frames or []}
+                      for b in s.blocks]
             segments.append({"device": 0, "address": s.address, "total_size": s.size, "stream": 0,
                              "segment_type": "large", "is_expandable": False, "blocks": blocks})
         return {"segments": segments, "device_traces": [list(self.traces)]}

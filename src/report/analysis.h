@@ -1,0 +1,27 @@
+// Pure functions over a Report: no I/O, no formatting. Renderers and commands take what these
+// return.
+#pragma once
+
+#include "report/model.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace oomscope::report {
+
+// Live framework blocks (PyTorch's tensors) grouped by the Python stack that allocated them,
+// largest first. stack is empty for blocks whose allocation has no Python frames (autograd's
+// backward thread, or history not recorded for them).
+struct TensorSite {
+    std::optional<uint32_t> stack;
+    int64_t device = 0;
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+};
+std::vector<TensorSite> tensorSites(const Report& report);
+
+// True when the report carries block stacks at all (PyTorch's history was on).
+bool hasBlockStacks(const Report& report);
+
+} // namespace oomscope::report
