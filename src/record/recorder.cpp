@@ -204,9 +204,9 @@ void Recorder::addLive(int device, MemKind kind, int64_t delta) noexcept
     }
 }
 
-void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
+namespace {
+LiveAllocation liveEntry(const AllocRecord& alloc)
 {
-    markProcessActive();
     LiveAllocation entry;
     entry.address = alloc.address;
     entry.size = alloc.size;
@@ -216,6 +216,14 @@ void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
     entry.api = alloc.api.value();
     entry.device = int8_t(alloc.device < 127 ? alloc.device : 127);
     entry.memKind = alloc.kind;
+    return entry;
+}
+} // namespace
+
+void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
+{
+    markProcessActive();
+    const LiveAllocation entry = liveEntry(alloc);
     LiveAllocation replaced;
     switch (m_live.insert(entry, &replaced)) {
     case LiveMap::InsertResult::Replaced:
@@ -445,14 +453,7 @@ void Recorder::recordTimelineOnly(EventKind kind, const AllocRecord& record) noe
 void Recorder::recordVmmCreate(const AllocRecord& alloc) noexcept
 {
     markProcessActive();
-    LiveAllocation entry;
-    entry.address = alloc.address;
-    entry.size = alloc.size;
-    entry.timeNs = monotonicNs();
-    entry.stack = alloc.stack.value();
-    entry.api = alloc.api.value();
-    entry.device = int8_t(alloc.device < 127 ? alloc.device : 127);
-    entry.memKind = alloc.kind;
+    const LiveAllocation entry = liveEntry(alloc);
     try {
         if (m_vmm.create(entry))
             addLive(alloc.device, alloc.kind, int64_t(alloc.size));
