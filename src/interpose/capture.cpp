@@ -66,6 +66,14 @@ bool isOutOfMemory(Family family, int error) noexcept
     return error == 2;
 }
 
+void notePool(const void* pool) noexcept
+{
+    if (!enabled())
+        return;
+    if (record::Recorder* r = recorder())
+        r->notePool(toU64(pool));
+}
+
 void afterAlloc(HookId id, record::MemKind kind, int result, uint64_t address, uint64_t size, uint64_t requested,
                 uint64_t stream) noexcept
 {

@@ -18,4 +18,8 @@ int currentDevice(Family family) noexcept;
 
 bool isOutOfMemory(Family family, int error) noexcept;
 
+// A stream-ordered pool the program allocates from explicitly (runtime or driver handle):
+// its statistics go into every report.
+void notePool(const void* pool) noexcept;
+
 } // namespace oomscope::interpose

@@ -29,11 +29,6 @@ inline uint64_t streamId(CUstream stream)
     return toU64(stream);
 }
 
-void notePool(CUmemoryPool pool)
-{
-    if (oomscope::record::Recorder* r = oi::recorder())
-        r->notePool(toU64(pool));
-}
 
 // An event for the timeline only: address-space reservations, pool trims.
 void timelineOnly(oomscope::record::Recorder* r, oomscope::record::EventKind kind, HookId id, uint64_t address,
@@ -114,8 +109,7 @@ OOMSCOPE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize
 
 OOMSCOPE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-    if (oi::enabled())
-        notePool(pool);
+    oi::notePool(pool);
     return allocHook<HookId::cuMemAllocFromPoolAsync>(MemKind::Device, bytesize, streamId(hStream), devicePtrOut(dptr),
                                                       dptr, bytesize, pool, hStream);
 }
@@ -123,8 +117,7 @@ OOMSCOPE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes
 OOMSCOPE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                                        CUstream hStream)
 {
-    if (oi::enabled())
-        notePool(pool);
+    oi::notePool(pool);
     return allocHook<HookId::cuMemAllocFromPoolAsync_ptsz>(MemKind::Device, bytesize, streamId(hStream),
                                                            devicePtrOut(dptr), dptr, bytesize, pool, hStream);
 }

@@ -6,6 +6,7 @@
 using oomscope::interpose::allocHook;
 using oomscope::interpose::freeHook;
 using oomscope::interpose::HookId;
+using oomscope::interpose::notePool;
 using oomscope::interpose::toU64;
 using oomscope::record::MemKind;
 
@@ -20,14 +21,6 @@ inline auto pointerOut(void** ptr)
 inline uint64_t streamId(cudaStream_t stream)
 {
     return toU64(stream);
-}
-
-void notePool(cudaMemPool_t pool)
-{
-    if (!oomscope::interpose::enabled())
-        return;
-    if (oomscope::record::Recorder* r = oomscope::interpose::recorder())
-        r->notePool(toU64(pool));
 }
 
 } // namespace
