@@ -4,6 +4,7 @@
 #include "oomscope/oomscope.h"
 #include "record/config.h"
 #include "record/framework_state.h"
+#include "record/python_frames.h"
 #include "record/triggers.h"
 
 #include <cstdlib>
@@ -110,6 +111,9 @@ OOMSCOPE_EXPORT int oomscope_framework_attach(const char* name, int reports_oom)
     try {
         if (!oi::enabled() || !name)
             return 0;
+        // Called from Python with the GIL held (the adapter's ctypes.PyDLL): the moment to learn
+        // the interpreter's frame layout, before the framework allocates without the GIL.
+        rec::PythonFrames::prepare();
         if (rec::Recorder* r = oi::recorder()) {
             r->attachFramework(name, reports_oom != 0);
             return 1;

@@ -21,6 +21,13 @@ struct TensorSite {
 };
 std::vector<TensorSite> tensorSites(const Report& report);
 
+// The Python frame a user recognises as "where": the innermost one outside the frameworks'
+// own packages (torch, jax, cupy), else the innermost Python frame; nullptr without Python frames. borrowed: the
+// frame comes from the main thread's stack, lent to a thread without Python frames (a marker
+// frame with file kBorrowedFrameFile precedes it).
+inline constexpr const char* kBorrowedFrameFile = "<main thread>";
+const Frame* programFrame(const Stack& stack, bool* borrowed = nullptr);
+
 // True when the report carries block stacks at all (PyTorch's history was on).
 bool hasBlockStacks(const Report& report);
 

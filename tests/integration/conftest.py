@@ -19,6 +19,7 @@ class Build:
         self.oomscope = os.path.join(BUILD, "bin", "oomscope")
         self.preload = os.path.join(BUILD, "lib", "liboomscope.so")
         self.fake_lib = os.path.join(BUILD, "fakecuda", "lib")
+        self.worker_lib = os.path.join(BUILD, "fakecuda", "bin", "libnative_worker.so")
 
     def program(self, name):
         return os.path.join(self.dir, "fakecuda", "bin", name)

@@ -64,6 +64,21 @@ def test_the_oom_stack_ends_in_the_programs_line(build, tmp_path):
     assert any(f["function"] == "main" and f["file"] == SCRIPT for f in python)
 
 
+def test_the_top_site_has_the_allocating_python_line_by_default(build, tmp_path):
+    # The fake allocator calls CUDA through ctypes.CDLL, which releases the GIL (as PyTorch's
+    # bindings do): the frames are read as memory, no history needed.
+    r, _ = run(build, tmp_path, "oom")
+    rep = r.only("oom")
+    frames = t.stack(rep, rep["sites"][0]["stack"])["frames"]
+    python = [f for f in frames if f["kind"] == "python"]
+    assert any(f["function"] == "allocate_weights" and f["file"] == SCRIPT for f in python), frames
+    assert any(f["function"] == "main" and f["file"] == SCRIPT for f in python), frames
+    text = subprocess.run([build.oomscope, "report", r.reports["oom"][0]], capture_output=True, text=True).stdout
+    with open(SCRIPT) as f:
+        line = next(i for i, text in enumerate(f, 2) if text.startswith("def allocate_weights"))
+    assert f"{SCRIPT}:{line} allocate_weights" in text, text
+
+
 def test_python_frames_of_the_allocating_line_from_torch_history(build, tmp_path):
     # PyTorch releases the GIL before allocating, as the fake does (ctypes.CDLL): the site's
     # Python frames come from PyTorch's own history (OOMSCOPE_TORCH_HISTORY).
@@ -108,6 +123,62 @@ def test_python_frames_spliced_when_the_gil_is_held(build, tmp_path):
     python = [f for f in frames if f["kind"] == "python"]
     assert python[0] == {"kind": "python", "file": str(script), "line": 5, "function": "allocate_buffer"}
     assert python[1]["function"] == "<module>" and python[1]["line"] == 7
+
+
+def _gil_released_script(tmp_path):
+    # An allocator that releases the GIL before it calls CUDA, as PyTorch's bindings and CuPy
+    # do (here ctypes.CDLL), called from a method, a nested function and a loop; then a worker
+    # thread without any Python frames of its own (a native thread, as autograd's backward).
+    code = "\n".join([
+        "import ctypes, os, threading",
+        "rt = ctypes.CDLL(os.path.join(os.environ['FAKECUDA_LIB'], 'libcudart.so.13'))",
+        "kept = []",
+        "class Model:",
+        "    def forward(self, n):",
+        "        def activation():",
+        "            p = ctypes.c_void_p()",
+        "            rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n << 20))  # line 8",
+        "            return p",
+        "        return activation()",
+        "def train():",
+        "    m = Model()",
+        "    for step in range(3):",
+        "        kept.append(m.forward(8 + step))  # line 14",
+        "    native = ctypes.CDLL(os.environ['WORKER_LIB'])",
+        "    native.allocate_on_native_thread(ctypes.c_size_t(96 << 20))  # line 16",
+        "train()",
+    ])
+    script = tmp_path / "gil_released.py"
+    script.write_text(code)
+    return script
+
+
+def test_python_frames_read_without_the_gil(build, tmp_path):
+    script = _gil_released_script(tmp_path)
+    r = t.run_oomscope(build.oomscope, [sys.executable, str(script)], str(tmp_path / "out"),
+                       env={"FAKECUDA_LIB": build.fake_lib, "WORKER_LIB": build.worker_lib})
+    assert r.returncode == 0, r.stderr
+    rep = r.only("exit")
+    python_of = {}
+    for site in rep["sites"]:
+        frames = t.stack(rep, site["stack"])["frames"]
+        python_of[site["bytes"] // MiB] = [f for f in frames if f["kind"] == "python"]
+    # The first allocation (8 MiB) comes before the interpreter's layout is learnt (a pending
+    # call on the main thread does that); the later ones (9 + 10 MiB, one site) have their
+    # Python frames, read as memory.
+    assert python_of[8] == []
+    python = python_of[19]
+    assert python[0] == {"kind": "python", "file": str(script), "line": 8, "function": "Model.forward.<locals>.activation"}
+    assert python[1] == {"kind": "python", "file": str(script), "line": 10, "function": "Model.forward"}
+    assert python[2] == {"kind": "python", "file": str(script), "line": 14, "function": "train"}
+    assert python[3]["function"] == "<module>" and python[3]["line"] == 17
+    # The native worker has no Python frames: it borrows the main thread's, behind a marker.
+    python = python_of[96]
+    assert python[0]["file"] == "<main thread>" and python[0]["line"] == 0
+    assert python[1] == {"kind": "python", "file": str(script), "line": 16, "function": "train"}
+    text = subprocess.run([build.oomscope, "report", r.reports["exit"][0]], capture_output=True, text=True).stdout
+    assert f"{script}:16 train (main thread)" in text, text
+    assert f"{script}:8 Model.forward.<locals>.activation" in text, text
 
 
 def test_a_failure_pytorch_recovers_from_writes_no_report(build, tmp_path):

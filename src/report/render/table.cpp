@@ -182,11 +182,11 @@ void renderSites(const Report& r, const RenderOptions& o, const Style& s, std::o
             << ")";
         // The program's own line first: what a Python user recognises.
         if (const Stack* stack = r.findStack(site.stack)) {
-            for (const Frame& f : stack->frames) {
-                if (f.kind == Frame::Kind::Python) {
-                    out << "  " << s.bold(f.file + ":" + std::to_string(f.line) + " " + f.function);
-                    break;
-                }
+            bool borrowed = false;
+            if (const Frame* f = programFrame(*stack, &borrowed)) {
+                out << "  " << s.bold(f->file + ":" + std::to_string(f->line) + " " + f->function);
+                if (borrowed)
+                    out << s.dim(" (main thread)");
             }
         }
         out << "\n";
@@ -254,6 +254,8 @@ void renderEvents(const Report& r, const RenderOptions& o, const Style& s, std::
 
 std::string describeFrame(const Report& r, const Frame& f)
 {
+    if (f.kind == Frame::Kind::Python && f.file == kBorrowedFrameFile && f.line == 0)
+        return "-- " + f.function + " --";
     if (f.kind == Frame::Kind::Python)
         return f.file + ":" + std::to_string(f.line) + "  " + f.function;
     std::string module = "?";
