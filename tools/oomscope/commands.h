@@ -23,6 +23,7 @@ struct ReportOptions {
     size_t top = 5;
     size_t events = 10;
     size_t frames = 12;
+    bool native = false;
     std::string color = "auto";  // auto, always, never
 };
 int reportCommand(const ReportOptions& options);

@@ -31,6 +31,7 @@ int main(int argc, char** argv)
     reportCmd->add_option("--top", report.top, "Allocation sites to show")->check(CLI::Range(0, 1000000));
     reportCmd->add_option("--events", report.events, "Last events to show")->check(CLI::Range(0, 100000000));
     reportCmd->add_option("--frames", report.frames, "Frames to show per stack")->check(CLI::Range(1, 10000));
+    reportCmd->add_flag("--native", report.native, "Show every native frame of stacks that have Python frames");
     reportCmd->add_option("--color", report.color, "Colour: auto (on a terminal), always or never")
         ->check(CLI::IsMember({"auto", "always", "never"}));
 

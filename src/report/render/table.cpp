@@ -148,21 +148,43 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
     }
 }
 
-void renderStack(const Report& r, uint32_t id, size_t maxFrames, const std::string& indent, const Style& s,
-                 std::ostream& out)
+void renderStack(const Report& r, uint32_t id, size_t maxFrames, bool nativeFrames, const std::string& indent,
+                 const Style& s, std::ostream& out)
 {
     const Stack* stack = r.findStack(id);
     if (!stack || stack->frames.empty()) {
         out << indent << s.dim("(no stack)") << "\n";
         return;
     }
+    size_t from = 0;
+    const auto firstPython = std::find_if(stack->frames.begin(), stack->frames.end(),
+                                          [](const Frame& f) { return f.kind == Frame::Kind::Python; });
+    if (!nativeFrames && firstPython != stack->frames.end() && firstPython != stack->frames.begin()) {
+        // A Python user reads the Python frames; the native ones in front of them (the
+        // allocator, the framework's kernels) are named by library, in call order outwards.
+        from = size_t(firstPython - stack->frames.begin());
+        std::vector<std::string> libraries;
+        for (size_t i = 0; i < from; ++i) {
+            const Frame& f = stack->frames[i];
+            const Module* m = f.module ? r.findModule(*f.module) : nullptr;
+            const std::string name = m ? baseName(m->path) : "?";
+            if (std::find(libraries.begin(), libraries.end(), name) == libraries.end())
+                libraries.push_back(name);
+        }
+        std::string line = std::to_string(from) + (from == 1 ? " native frame" : " native frames") + " in ";
+        for (size_t i = 0; i < libraries.size() && i < 6; ++i)
+            line += (i ? ", " : "") + libraries[i];
+        if (libraries.size() > 6)
+            line += ", ...";
+        out << indent << s.dim("[" + line + "]") << "\n";
+    }
     size_t shown = 0;
-    for (const Frame& f : stack->frames) {
+    for (size_t i = from; i < stack->frames.size(); ++i) {
         if (shown == maxFrames) {
-            out << indent << s.dim("... " + std::to_string(stack->frames.size() - shown) + " more frames") << "\n";
+            out << indent << s.dim("... " + std::to_string(stack->frames.size() - i) + " more frames") << "\n";
             break;
         }
-        out << indent << describeFrame(r, f) << "\n";
+        out << indent << describeFrame(r, stack->frames[i]) << "\n";
         ++shown;
     }
 }
@@ -190,7 +212,7 @@ void renderSites(const Report& r, const RenderOptions& o, const Style& s, std::o
             }
         }
         out << "\n";
-        renderStack(r, site.stack, o.stackFrames, "        ", s, out);
+        renderStack(r, site.stack, o.stackFrames, o.nativeFrames, "        ", s, out);
     }
     if (r.sites.size() > n)
         out << "  ... " << (r.sites.size() - n) << " more sites\n";
@@ -215,7 +237,7 @@ void renderTensors(const Report& r, const RenderOptions& o, const Style& s, std:
             continue;
         }
         out << "\n";
-        renderStack(r, *site.stack, std::min<size_t>(o.stackFrames, 6), "        ", s, out);
+        renderStack(r, *site.stack, std::min<size_t>(o.stackFrames, 6), o.nativeFrames, "        ", s, out);
     }
     if (sites.size() > n)
         out << "  ... " << (sites.size() - n) << " more\n";
@@ -278,7 +300,7 @@ void renderReport(const Report& r, const RenderOptions& o, std::ostream& out)
     renderTensors(r, o, s, out);
     if (r.trigger.kind == "oom" && r.trigger.stack) {
         out << "\n" << s.bold("Stack of the failed request") << "\n";
-        renderStack(r, *r.trigger.stack, o.stackFrames, "        ", s, out);
+        renderStack(r, *r.trigger.stack, o.stackFrames, o.nativeFrames, "        ", s, out);
     }
     renderEvents(r, o, s, out);
     const Capture& c = r.capture;

@@ -14,6 +14,9 @@ struct RenderOptions {
     size_t topSites = 5;
     size_t events = 10;
     size_t stackFrames = 12;  // frames shown per stack
+    // Stacks with Python frames show those, and the native frames in front of them as one line
+    // naming their libraries; true shows every native frame too.
+    bool nativeFrames = false;
     bool color = false;
 };
 
