@@ -18,6 +18,8 @@ const FrameworkDevice* FrameworkState::device(int64_t index) const
 std::optional<uint64_t> FrameworkState::largestFreeBlock(int64_t device) const
 {
     std::optional<uint64_t> largest;
+    if (const FrameworkDevice* d = this->device(device); d && d->largestFree && segments.empty())
+        return d->largestFree;
     for (const report::Segment& s : segments) {
         if (s.device != device)
             continue;
@@ -112,6 +114,8 @@ FrameworkState parseFrameworkState(const char* name, const char* text)
                     d.inactiveSplit = v;
                 } else if (key == "segments") {
                     d.segmentCount = v;
+                } else if (key == "largest_free") {
+                    d.largestFree = v;
                 }
             }
             if (ok && haveAllocated && haveReserved)
@@ -144,6 +148,17 @@ FrameworkState parseFrameworkState(const char* name, const char* text)
             } else {
                 ++state.ignoredLines;
             }
+        } else if (kind == "tensors") {
+            const size_t tab = line.find('\t');
+            std::istringstream head(line.substr(0, tab));
+            std::string device, bytes;
+            TensorGroup g;
+            head >> kind;
+            if ((head >> device >> bytes) && parseI64(device, &g.device) && parseU64(bytes, &g.bytes) &&
+                tab != std::string::npos && !(g.frames = parseFrames(line.substr(tab + 1))).empty())
+                state.tensorGroups.push_back(std::move(g));
+            else
+                ++state.ignoredLines;
         } else if (kind == "frames") {
             std::string address;
             uint64_t at = 0;

@@ -2,6 +2,7 @@
 // allocator: allocated vs reserved, segments and their blocks), as a small line protocol so
 // that the preload needs no JSON parser:
 //   device <index> allocated <bytes> reserved <bytes> [active <bytes>] [inactive_split <bytes>] [segments <n>]
+//          [largest_free <bytes>]
 //   segment <device> <address> <size> <stream> <kind>
 //   block <offset> <size> <state>[\t<file>\t<line>\t<function>…]
 //                                          (belongs to the segment above; the Python stack
@@ -9,6 +10,9 @@
 //   frames <address> <file>\t<line>\t<function>[\t<file>\t<line>\t<function>…]
 //                                          (the Python stack that allocated the memory at
 //                                          <address>, innermost first: PyTorch's history)
+//   tensors <device> <bytes>\t<file>\t<line>\t<function>[…]
+//                                          (live blocks grouped by the Python stack of their
+//                                          allocation, at a step: PyTorch's history)
 // Unknown keys and lines are ignored (counted), so adapters and preload can evolve apart.
 #pragma once
 
@@ -28,12 +32,20 @@ struct FrameworkDevice {
     std::optional<uint64_t> active;
     std::optional<uint64_t> inactiveSplit;
     std::optional<uint64_t> segmentCount;
+    std::optional<uint64_t> largestFree;  // given directly when segments are not sent
 };
+
 
 struct PythonFrameText {
     std::string file;
     uint32_t line = 0;
     std::string function;
+};
+
+struct TensorGroup {
+    int64_t device = 0;
+    uint64_t bytes = 0;
+    std::vector<PythonFrameText> frames;
 };
 
 struct FrameworkState {
@@ -43,6 +55,7 @@ struct FrameworkState {
     std::vector<std::pair<uint64_t, std::vector<PythonFrameText>>> allocationFrames;
     // [segment][block]: the Python stack of each block, empty when not given.
     std::vector<std::vector<std::vector<PythonFrameText>>> blockFrames;
+    std::vector<TensorGroup> tensorGroups;
     size_t ignoredLines = 0;
 
     const FrameworkDevice* device(int64_t index) const;

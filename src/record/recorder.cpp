@@ -421,6 +421,7 @@ void Recorder::recordStep(const FrameworkState* state) noexcept
             }
             step.devices.push_back(d);
         }
+        sampleStepSites(state, step);
         std::lock_guard<std::mutex> lock(m_stepsMutex);
         step.index = ++m_stepIndex;
         if (m_steps.size() == kMaxSteps)
@@ -434,6 +435,38 @@ void Recorder::recordStep(const FrameworkState* state) noexcept
         push(EventKind::Step, rec, 0);
     } catch (...) {
     }
+}
+
+// Live bytes by stack at a step boundary, for the leak analysis: what the capture sees (the
+// largest sites), and the framework's tensors by Python stack when its adapter sent them.
+void Recorder::sampleStepSites(const FrameworkState* state, report::Step& step)
+{
+    auto keepLargest = [](std::vector<report::StepSite>& sites) {
+        std::sort(sites.begin(), sites.end(), [](const report::StepSite& a, const report::StepSite& b) {
+            return a.bytes != b.bytes ? a.bytes > b.bytes : std::tie(a.stack, a.device) < std::tie(b.stack, b.device);
+        });
+        if (sites.size() > report::kStepSitesMax)
+            sites.resize(report::kStepSitesMax);
+    };
+    std::map<std::pair<uint32_t, int64_t>, uint64_t> bytes;
+    std::vector<LiveAllocation> live = m_live.snapshot();
+    const std::vector<LiveAllocation> vmmLive = m_vmm.snapshot();
+    live.insert(live.end(), vmmLive.begin(), vmmLive.end());
+    for (const LiveAllocation& a : live)
+        bytes[{a.stack, a.device}] += a.size;
+    for (const auto& [key, total] : bytes)
+        step.sites.push_back(report::StepSite{key.first, key.second, total});
+    keepLargest(step.sites);
+    if (!state)
+        return;
+    for (const TensorGroup& g : state->tensorGroups) {
+        std::vector<uint64_t> words;
+        for (const PythonFrameText& f : g.frames)
+            words.push_back(PythonFrames::token(f.file, f.function, f.line));
+        if (const StackId id = m_stacks.intern(words.data(), uint32_t(words.size())))
+            step.tensors.push_back(report::StepSite{id.value(), g.device, g.bytes});
+    }
+    keepLargest(step.tensors);
 }
 
 void Recorder::recordMarker(EventKind kind, ApiId api, uint64_t value) noexcept
@@ -774,6 +807,12 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     if (r.trigger.stack)
         referenced.insert(*r.trigger.stack);
     referenced.insert(blockStacks.begin(), blockStacks.end());
+    for (const report::Step& step : r.steps) {
+        for (const auto* list : {&step.sites, &step.tensors}) {
+            for (const report::StepSite& site : *list)
+                referenced.insert(site.stack);
+        }
+    }
     referenced.erase(0);
 
     Symbolizer symbolizer(loadedModules());

@@ -129,6 +129,7 @@ public:
     Recorder();  // public for tests; production code uses start()
 
 private:
+    void sampleStepSites(const FrameworkState* state, report::Step& step);
     static std::atomic<Recorder*> s_instance;
 
     void push(EventKind kind, const AllocRecord& alloc, int error) noexcept;

@@ -7,8 +7,6 @@
 
 namespace oomscope::report {
 
-namespace {
-
 // A framework's own Python code (PyTorch, JAX, CuPy): its package right under site-packages
 // (a virtualenv may itself be called torch), or its folder anywhere for a package not
 // installed there. Model libraries (transformers) are the user's model: not skipped.
@@ -32,8 +30,6 @@ bool inFrameworkPackage(const std::string& file)
     }
     return false;
 }
-
-} // namespace
 
 const Frame* programFrame(const Stack& stack, bool* borrowed)
 {
@@ -93,6 +89,67 @@ std::vector<TensorSite> tensorSites(const Report& report)
     std::sort(out.begin(), out.end(), [](const TensorSite& a, const TensorSite& b) {
         return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack.value_or(0) < b.stack.value_or(0);
     });
+    return out;
+}
+
+} // namespace oomscope::report
+
+namespace oomscope::report {
+
+std::vector<DeviceFragmentation> fragmentation(const Report& report)
+{
+    std::map<int64_t, DeviceFragmentation> byDevice;
+    for (const MemoryRow& row : report.memory) {
+        if (!row.reservedBytes)
+            continue;
+        DeviceFragmentation& f = byDevice[row.device];
+        f.device = row.device;
+        f.reserved = *row.reservedBytes;
+        f.allocated = row.allocatedBytes.value_or(0);
+        f.largestFree = row.largestFreeBlockBytes.value_or(0);
+    }
+    for (const Segment& s : report.segments) {
+        if (s.blocks.empty())
+            continue;
+        DeviceFragmentation& f = byDevice[s.device];
+        f.device = s.device;
+        f.haveBlocks = true;
+        ++f.segments;
+        bool live = false, free = false;
+        for (const Block& b : s.blocks) {
+            if (b.state == "inactive") {
+                free = true;
+                ++f.freeBlocks;
+                f.largestFree = std::max(f.largestFree, b.size);
+            } else {
+                live = true;
+            }
+        }
+        f.splitSegments += (live && free) ? 1 : 0;
+    }
+    std::vector<DeviceFragmentation> out;
+    for (auto& [device, f] : byDevice) {
+        if (f.reserved == 0 && f.haveBlocks) {  // blocks without counters: add them up
+            for (const Segment& s : report.segments) {
+                if (s.device != device)
+                    continue;
+                f.reserved += s.size;
+                for (const Block& b : s.blocks)
+                    f.allocated += b.state == "inactive" ? 0 : b.size;
+            }
+        }
+        if (f.reserved == 0 && !f.haveBlocks)
+            continue;  // nothing cached (a framework-raised OOM before any segment)
+        f.freeInCache = f.reserved > f.allocated ? f.reserved - f.allocated : 0;
+        f.external = f.freeInCache ? 1.0 - double(f.largestFree) / double(f.freeInCache) : 0.0;
+        if (f.external < 0)
+            f.external = 0;
+        if (report.trigger.kind == "oom" && report.trigger.device == device && report.trigger.requestedBytes) {
+            f.request = report.trigger.requestedBytes;
+            f.requestBlockedByFragmentation = *f.request <= f.freeInCache && *f.request > f.largestFree;
+        }
+        out.push_back(f);
+    }
     return out;
 }
 

@@ -26,9 +26,35 @@ std::vector<TensorSite> tensorSites(const Report& report);
 // frame comes from the main thread's stack, lent to a thread without Python frames (a marker
 // frame with file kBorrowedFrameFile precedes it).
 inline constexpr const char* kBorrowedFrameFile = "<main thread>";
+// A file of a framework's own Python package (torch, jax, cupy) rather than the program's.
+bool inFrameworkPackage(const std::string& file);
 const Frame* programFrame(const Stack& stack, bool* borrowed = nullptr);
 
 // True when the report carries block stacks at all (PyTorch's history was on).
 bool hasBlockStacks(const Report& report);
+
+} // namespace oomscope::report
+
+namespace oomscope::report {
+
+// Fragmentation of a framework's cache on one device, from its segments and blocks (or the
+// memory row's counters where blocks are absent).
+struct DeviceFragmentation {
+    int64_t device = 0;
+    uint64_t reserved = 0;
+    uint64_t allocated = 0;
+    uint64_t freeInCache = 0;      // reserved − allocated: held by the cache, usable by nothing else
+    uint64_t largestFree = 0;      // the largest inactive block
+    double external = 0;           // 1 − largestFree / freeInCache (0 when nothing is free)
+    uint64_t segments = 0;
+    uint64_t splitSegments = 0;    // segments holding both live and free blocks
+    uint64_t freeBlocks = 0;
+    bool haveBlocks = false;       // false: counters only, largestFree unknown unless the row had it
+    std::optional<uint64_t> request;  // the failed request, on the trigger's device
+    // The request was below the free bytes in the cache taken together, but above every single
+    // free block: fragmentation is why it failed.
+    bool requestBlockedByFragmentation = false;
+};
+std::vector<DeviceFragmentation> fragmentation(const Report& report);
 
 } // namespace oomscope::report

@@ -310,16 +310,16 @@ void readAll(const Value& root, Report* r)
 
     // Added after the first v1 fixtures: optional.
     if (root.json().contains("pools")) {
-        root.at("pools").forEach([&](const Value& p) {
+        root.at("pools").forEach([&](const Value& entry) {
             Pool pool;
-            pool.device = p.at("device").i64();
-            pool.handle = p.at("handle").u64();
-            pool.role = p.at("role").str();
-            pool.reservedBytes = p.at("reserved_bytes").u64();
-            pool.usedBytes = p.at("used_bytes").u64();
-            pool.reservedHighBytes = p.at("reserved_high_bytes").u64();
-            pool.usedHighBytes = p.at("used_high_bytes").u64();
-            pool.releaseThresholdBytes = p.at("release_threshold_bytes").optU64();
+            pool.device = entry.at("device").i64();
+            pool.handle = entry.at("handle").u64();
+            pool.role = entry.at("role").str();
+            pool.reservedBytes = entry.at("reserved_bytes").u64();
+            pool.usedBytes = entry.at("used_bytes").u64();
+            pool.reservedHighBytes = entry.at("reserved_high_bytes").u64();
+            pool.usedHighBytes = entry.at("used_high_bytes").u64();
+            pool.releaseThresholdBytes = entry.at("release_threshold_bytes").optU64();
             r->pools.push_back(std::move(pool));
         });
     }
@@ -353,6 +353,21 @@ void readAll(const Value& root, Report* r)
             sd.largestFreeBlockBytes = d.at("largest_free_block_bytes").optU64();
             step.devices.push_back(sd);
         });
+        // Added after the first v1 fixtures: optional.
+        for (auto [name, list] : {std::pair<const char*, std::vector<StepSite>*>{"sites", &step.sites},
+                                  {"tensors", &step.tensors}}) {
+            if (!s.json().contains(name))
+                continue;
+            s.at(name).forEach([&](const Value& row) {
+                if (row.arraySize() != 3)
+                    failAt(row.path(), "expected [stack, device, bytes]");
+                StepSite site;
+                site.stack = row.at(size_t(0)).u32();
+                site.device = row.at(size_t(1)).i64();
+                site.bytes = row.at(size_t(2)).u64();
+                list->push_back(site);
+            });
+        }
         r->steps.push_back(std::move(step));
     });
 

@@ -369,6 +369,19 @@ void writeAll(Writer& w, const Report& r)
             w.endObject();
         }
         w.endArray();
+        for (const auto& [name, list] : {std::pair<const char*, const std::vector<StepSite>*>{"sites", &s.sites},
+                                         {"tensors", &s.tensors}}) {
+            w.key(name);
+            w.beginArray();
+            for (const StepSite& site : *list) {
+                w.beginArray();
+                w.value(uint64_t(site.stack));
+                w.value(site.device);
+                w.value(site.bytes);
+                w.endArray();
+            }
+            w.endArray();
+        }
         w.endObject();
     }
     w.endArray();

@@ -13,6 +13,7 @@
 namespace oomscope::report {
 
 inline constexpr const char* kSchema = "oomscope.report/1";
+inline constexpr size_t kStepSitesMax = 32;
 
 struct Tool {
     std::string name = "oomscope";
@@ -171,10 +172,25 @@ struct StepDevice {
     bool operator==(const StepDevice&) const = default;
 };
 
+// Live bytes of one stack on one device at a step boundary.
+struct StepSite {
+    uint32_t stack = 0;
+    int64_t device = 0;
+    uint64_t bytes = 0;
+
+    bool operator==(const StepSite&) const = default;
+};
+
 struct Step {
     uint64_t index = 0;
     uint64_t timeNs = 0;
     std::vector<StepDevice> devices;
+    // Keys added after the first v1 fixtures (absent: empty). sites: the live allocations the
+    // capture sees (segments, for a caching allocator), by stack, largest first, at most
+    // kStepSitesMax. tensors: the framework's live blocks by the Python stack of their
+    // allocation (PyTorch with its history on).
+    std::vector<StepSite> sites;
+    std::vector<StepSite> tensors;
 
     bool operator==(const Step&) const = default;
 };

@@ -23,6 +23,7 @@ int reportCommand(const ReportOptions& options)
     render.events = options.events;
     render.stackFrames = options.frames;
     render.nativeFrames = options.native;
+    render.source = sourceReader();
     render.color = options.color == "always" ||
                    (options.color == "auto" && isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
     report::renderReport(r, render, std::cout);

@@ -119,6 +119,11 @@ int runCommand(const RunOptions& options)
     }
     const std::set<std::string> before = reportsIn(outputDir);
 
+    if (!options.check.empty() && !std::getenv("OOMSCOPE_TORCH_HISTORY")) {
+        // Leaks are named by the Python line of the tensors that stay alive: PyTorch's history
+        // gives each live block its line (one trace entry kept: the blocks carry the stacks).
+        setenv("OOMSCOPE_TORCH_HISTORY", "1", 1);
+    }
     prependEnv("LD_PRELOAD", lib, ':');
     setenv("OOMSCOPE_OUTPUT_DIR", outputDir.c_str(), 1);
     const std::string python = dirName(dirName(lib)) + "/share/oomscope/python";
@@ -183,6 +188,18 @@ int runCommand(const RunOptions& options)
             logInfo("  " + path);
     }
 
+    int checkStatus = kExitOk;
+    if (!options.check.empty() && !WIFSIGNALED(status)) {
+        CheckOptions check = options.checkOptions;
+        // --check alone (its value is "leak"): leak, plus the rules whose limits are given.
+        check.failOn = options.check == "leak" ? std::string() : options.check;
+        check.reports = fresh;
+        if (fresh.empty())
+            logInfo("check: no report to check");
+        else
+            checkStatus = checkCommand(check);
+    }
+
     if (WIFSIGNALED(status)) {
         const int sig = WTERMSIG(status);
         struct sigaction dfl {};
@@ -193,7 +210,8 @@ int runCommand(const RunOptions& options)
         kill(getpid(), sig);
         return 128 + sig;
     }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    const int programStatus = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    return programStatus != 0 ? programStatus : checkStatus;
 }
 
 } // namespace oomscope::cli

@@ -3,6 +3,8 @@
 // stderr through log(); exit status 2 for usage and input errors.
 #pragma once
 
+#include "report/leaks.h"
+
 #include <string>
 #include <vector>
 
@@ -12,11 +14,30 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFindings = 1;
 inline constexpr int kExitUsage = 2;
 
+struct CheckOptions {
+    std::vector<std::string> reports;
+    std::string failOn;  // comma-separated; empty: leak, plus the rules whose limits are given
+    std::string maxPeak;
+    std::string maxFragmentation;
+    std::string baseline;
+    std::string maxGrowth;
+    std::string junit;
+};
+int checkCommand(const CheckOptions& options);
+
 struct RunOptions {
     std::string outputDir;
     std::vector<std::string> command;
+    std::string check;  // --check[=RULES]: empty when not asked
+    CheckOptions checkOptions;
 };
 int runCommand(const RunOptions& options);
+
+struct DiffOptions {
+    std::string a, b;
+    size_t top = 20;
+};
+int diffCommand(const DiffOptions& options);
 
 struct ReportOptions {
     std::string file;
@@ -27,6 +48,9 @@ struct ReportOptions {
     std::string color = "auto";  // auto, always, never
 };
 int reportCommand(const ReportOptions& options);
+
+// The text of file:line where the file is readable here (cached per file), for leak verdicts.
+report::SourceLine sourceReader();
 
 // One-line messages on stderr, "oomscope: error: …".
 void logError(const std::string& message);

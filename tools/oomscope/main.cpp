@@ -21,6 +21,13 @@ int main(int argc, char** argv)
     RunOptions run;
     CLI::App* runCmd = app.add_subcommand("run", "Run a program with oomscope preloaded: oomscope run [-o DIR] -- CMD ...");
     runCmd->add_option("--output-dir,-o", run.outputDir, "Folder for the reports (default: the working directory)");
+    runCmd->add_flag("--check{leak}", run.check,
+                     "After the run, check its reports (oomscope check); --check=RULES picks the rules. The "
+                     "program's failure wins, else the check's status");
+    runCmd->add_option("--max-peak", run.checkOptions.maxPeak, "With --check: the peak limit (e.g. 24GiB)");
+    runCmd->add_option("--max-fragmentation", run.checkOptions.maxFragmentation,
+                       "With --check: the fragmentation limit in percent");
+    runCmd->add_option("--junit", run.checkOptions.junit, "With --check: write the verdict as JUnit XML to FILE");
     // Everything from the first argument that is not one of run's options on is the command,
     // passed through untouched (its own options included); a leading "--" is optional.
     runCmd->prefix_command();
@@ -34,6 +41,27 @@ int main(int argc, char** argv)
     reportCmd->add_flag("--native", report.native, "Show every native frame of stacks that have Python frames");
     reportCmd->add_option("--color", report.color, "Colour: auto (on a terminal), always or never")
         ->check(CLI::IsMember({"auto", "always", "never"}));
+
+    CheckOptions check;
+    CLI::App* checkCmd = app.add_subcommand(
+        "check", "Fail (exit 1) on leak patterns, peaks or fragmentation in reports: the CI gate");
+    checkCmd->add_option("reports", check.reports, "Reports to check")->required();
+    checkCmd->add_option("--fail-on", check.failOn,
+                         "Rules, comma-separated: leak, peak, fragmentation, growth (default: leak, and each rule "
+                         "whose limit is given)");
+    checkCmd->add_option("--max-peak", check.maxPeak, "Peak memory limit on any device (e.g. 24GiB, 512MiB)");
+    checkCmd->add_option("--max-fragmentation", check.maxFragmentation,
+                         "Limit on the share of reserved memory in split free blocks, percent (default 30 with "
+                         "--fail-on fragmentation)");
+    checkCmd->add_option("--baseline", check.baseline, "A report to compare the peak with (with --max-growth)");
+    checkCmd->add_option("--max-growth", check.maxGrowth, "Allowed peak growth over the baseline (e.g. 1GiB)");
+    checkCmd->add_option("--junit", check.junit, "Also write the verdict as JUnit XML to FILE");
+
+    DiffOptions diff;
+    CLI::App* diffCmd = app.add_subcommand("diff", "Compare two reports: per-device and per-site deltas");
+    diffCmd->add_option("a", diff.a, "The earlier report")->required();
+    diffCmd->add_option("b", diff.b, "The later report")->required();
+    diffCmd->add_option("--top", diff.top, "Sites to show")->check(CLI::Range(1, 1000000));
 
     // "oomscope run [options] -- CMD ...": everything after the first "--" is the command,
     // untouched; CLI11 sees only what comes before it.
@@ -83,6 +111,10 @@ int main(int argc, char** argv)
         }
         if (reportCmd->parsed())
             return reportCommand(report);
+        if (checkCmd->parsed())
+            return checkCommand(check);
+        if (diffCmd->parsed())
+            return diffCommand(diff);
     } catch (const std::exception& e) {
         logError(e.what());
         return kExitUsage;

@@ -1,5 +1,7 @@
 #include "report/render/table.h"
 
+#include "report/diagnosis.h"
+
 #include "report/analysis.h"
 #include "report/format.h"
 
@@ -243,6 +245,55 @@ void renderTensors(const Report& r, const RenderOptions& o, const Style& s, std:
         out << "  ... " << (sites.size() - n) << " more\n";
 }
 
+// PyTorch's cache per device: what it holds beyond the live tensors, and in how many pieces.
+void renderFragmentation(const Report& r, const Style& s, std::ostream& out)
+{
+    const std::vector<DeviceFragmentation> devices = fragmentation(r);
+    if (devices.empty())
+        return;
+    out << "\n" << s.bold("Fragmentation of the framework's cache") << "\n";
+    TextTable table({"device", "reserved", "allocated", "free in cache", "largest free", "external", "segments",
+                     "split"},
+                    1);
+    for (const DeviceFragmentation& f : devices) {
+        const bool blocks = f.haveBlocks;
+        table.addRow({std::to_string(f.device), formatBytes(f.reserved), formatBytes(f.allocated),
+                      formatBytes(f.freeInCache), blocks || f.largestFree ? formatBytes(f.largestFree) : "-",
+                      blocks ? std::to_string(int(f.external * 100 + 0.5)) + "%" : "-",
+                      blocks ? std::to_string(f.segments) : "-", blocks ? std::to_string(f.splitSegments) : "-"});
+    }
+    out << table.render();
+    for (const DeviceFragmentation& f : devices) {
+        if (!f.request)
+            continue;
+        out << "  device " << f.device << ": the request of " << formatBytes(*f.request)
+            << (*f.request <= f.largestFree ? " fits in the largest free block"
+                : f.requestBlockedByFragmentation
+                    ? " fits in the free bytes together but in no single free block: fragmentation"
+                    : " exceeds the free bytes in the cache together")
+            << "\n";
+    }
+}
+
+// The playbook's findings: what went wrong, in numbers, and what to change.
+void renderDiagnosis(const Report& r, const RenderOptions& o, const Style& s, std::ostream& out)
+{
+    std::vector<Diagnosis> found = r.diagnosis;
+    if (found.empty())
+        found = diagnose(r, findLeaks(r), o.source);
+    out << "\n" << s.bold("Diagnosis") << "\n";
+    if (found.empty()) {
+        out << "  nothing found by the playbook's rules\n";
+        return;
+    }
+    for (const Diagnosis& d : found) {
+        std::string label = d.severity;
+        std::transform(label.begin(), label.end(), label.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+        out << "  " << s.bold(label) << "  " << d.code << ": " << d.message << "\n";
+        out << "      -> " << d.suggestion << "\n";
+    }
+}
+
 void renderEvents(const Report& r, const RenderOptions& o, const Style& s, std::ostream& out)
 {
     const Timeline& tl = r.timeline;
@@ -296,6 +347,8 @@ void renderReport(const Report& r, const RenderOptions& o, std::ostream& out)
     const Style s{o.color};
     renderHeader(r, s, out);
     renderMemory(r, s, out);
+    renderFragmentation(r, s, out);
+    renderDiagnosis(r, o, s, out);
     renderSites(r, o, s, out);
     renderTensors(r, o, s, out);
     if (r.trigger.kind == "oom" && r.trigger.stack) {

@@ -3,6 +3,7 @@
 // no I/O besides the stream.
 #pragma once
 
+#include "report/leaks.h"
 #include "report/model.h"
 
 #include <cstddef>
@@ -17,6 +18,8 @@ struct RenderOptions {
     // Stacks with Python frames show those, and the native frames in front of them as one line
     // naming their libraries; true shows every native frame too.
     bool nativeFrames = false;
+    // The source text of a Python line, for the diagnosis of leaks; empty: not shown.
+    SourceLine source;
     bool color = false;
 };
 

@@ -22,6 +22,24 @@ def grow_activations(n):
     return torch.empty(n * MiB, device="cuda")  # OOM-LINE
 
 
+def forward(n):
+    return torch.empty(n * MiB, device="cuda")
+
+
+def train_loop(leak, steps=40):
+    history = []
+    optimizer = torch.optim.Optimizer()
+    for _ in range(steps):
+        activations = forward(8)
+        if leak:
+            history.append(forward(1))  # LEAK-LINE
+        else:
+            loss = forward(1)
+            del loss
+        del activations
+        optimizer.step()
+
+
 def main():
     mode, path = sys.argv[1], sys.argv[2]
     torch.cuda.init()
@@ -52,6 +70,8 @@ def main():
             grow_activations(600)
         except torch.OutOfMemoryError:
             facts["caught"] = True
+    elif mode in ("leak", "steady"):
+        train_loop(mode == "leak")
     elif mode == "steps":
         kept = []
         optimizer = torch.optim.Optimizer()

@@ -18,6 +18,7 @@ import os
 import sys
 
 _torch = None
+_history = False  # PyTorch records a Python stack per block (OOMSCOPE_TORCH_HISTORY)
 _notices = set()
 
 
@@ -92,6 +93,7 @@ def _on_torch_imported(torch):
 
 
 def _attach():
+    global _history
     torch = _torch
     try:
         backend = torch.cuda.get_allocator_backend()
@@ -102,6 +104,7 @@ def _attach():
             if history and history != "0":
                 # Never stacks="all" here: symbolizing C++ frames at an OOM takes minutes.
                 torch.cuda.memory._record_memory_history(stacks="python", max_entries=int(history))
+                _history = True
         _lib().oomscope_framework_attach(b"torch", 1 if observes else 0)
     except Exception as e:
         _notice("attach", f"the PyTorch adapter could not attach ({type(e).__name__}: {e})")
@@ -166,13 +169,42 @@ def _on_oom(device, alloc, device_allocated, device_free):
         _notice("oom", f"could not hand PyTorch's state to the report ({type(e).__name__}: {e})")
 
 
+def _step_tensors(torch, device):
+    """With history: the live blocks grouped by the Python stack of their allocation (the
+    leak analysis follows each group across steps), the largest free block, as protocol lines."""
+    snapshot = torch.cuda.memory._snapshot()
+    groups = {}
+    largest = 0
+    for seg in snapshot.get("segments", []):
+        if seg.get("device") != device:
+            continue
+        for block in seg.get("blocks", []):
+            state = block.get("state", "")
+            if state == "inactive":
+                largest = max(largest, block["size"])
+                continue
+            frames = block.get("frames")
+            if not state.startswith("active") or not frames:
+                continue
+            key = _frame_fields(frames[:16])
+            groups[key] = groups.get(key, 0) + block["size"]
+    top = sorted(groups.items(), key=lambda kv: -kv[1])[:32]
+    return largest, [f"tensors {device} {size}\t{fields}" for fields, size in top]
+
+
 def step_state():
-    """The allocator's counters of the current device, or None when CUDA is not in use."""
+    """The allocator's counters of the current device (with history, also its tensors by
+    Python stack), or None when CUDA is not in use."""
     torch = _torch
     try:
         if torch is None or not torch.cuda.is_initialized() or torch.cuda.get_allocator_backend() != "native":
             return None
-        return _device_line(torch, torch.cuda.current_device())
+        device = torch.cuda.current_device()
+        line = _device_line(torch, device)
+        if not _history:
+            return line
+        largest, tensors = _step_tensors(torch, device)
+        return "\n".join([f"{line} largest_free {largest}"] + tensors)
     except Exception:
         return None
 

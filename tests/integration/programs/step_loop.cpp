@@ -1,0 +1,66 @@
+// A training-style loop on the fake device: each step allocates a working buffer and frees it;
+// "leaky" also keeps one history buffer per step (the leak the check must name); "steady"
+// keeps a fixed set of buffers made at the first step (optimizer-state style), which is not.
+// Steps are marked through the C API, resolved with dlsym as the header advises.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <vector>
+
+namespace {
+
+std::vector<void*> g_history;
+std::vector<void*> g_state;
+
+__attribute__((noinline)) void keep_step_history(size_t bytes)
+{
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) == cudaSuccess)
+        g_history.push_back(p);
+}
+
+__attribute__((noinline)) void make_optimizer_state(size_t bytes)
+{
+    for (int i = 0; i < 4; ++i) {
+        void* p = nullptr;
+        if (cudaMalloc(&p, bytes) == cudaSuccess)
+            g_state.push_back(p);
+    }
+}
+
+__attribute__((noinline)) void train_step(size_t bytes)
+{
+    void* work = nullptr;
+    if (cudaMalloc(&work, bytes) == cudaSuccess)
+        cudaFree(work);
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    const bool leaky = argc > 1 && std::strcmp(argv[1], "leaky") == 0;
+    const int steps = argc > 2 ? std::atoi(argv[2]) : 40;
+    auto step = reinterpret_cast<void (*)(const char*)>(dlsym(RTLD_DEFAULT, "oomscope_step"));
+    for (int i = 0; i < steps; ++i) {
+        if (i == 0)
+            make_optimizer_state(8 << 20);
+        train_step(32 << 20);
+        if (leaky)
+            keep_step_history(2 << 20);
+        if (step)
+            step(nullptr);
+    }
+    // Clean shutdown: a program that frees what it made leaves nothing at exit.
+    for (void* p : g_state)
+        cudaFree(p);
+    if (!leaky) {
+        for (void* p : g_history)
+            cudaFree(p);
+    }
+    std::printf("done %s %d steps\n", leaky ? "leaky" : "steady", steps);
+    return 0;
+}

@@ -1,0 +1,114 @@
+"""oomscope check / diff / run --check against the fake CUDA: leaks named, steady loops passed,
+exit statuses 0/1/2, JUnit XML."""
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import oomscope_testlib as t
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCENARIOS = os.path.join(HERE, "torch_programs", "torch_scenarios.py")
+FAKE_TORCH = os.path.join(HERE, "fake_torch")
+
+
+def oomscope(build, *args, cwd=None):
+    return subprocess.run([build.oomscope, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def step_loop(build, tmp_path, mode, steps, *check_args):
+    out = tmp_path / mode
+    out.mkdir()
+    r = oomscope(build, "run", "-o", str(out), *check_args, "--", build.program("step_loop"), mode, str(steps))
+    reports = sorted(str(p) for p in out.glob("oomscope-*.json"))
+    return r, reports
+
+
+def test_a_leaking_loop_fails_run_check_naming_the_function(build, tmp_path):
+    junit = tmp_path / "junit.xml"
+    r, reports = step_loop(build, tmp_path, "leaky", 40, "--check", "--junit", str(junit))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAIL  leak" in r.stdout
+    assert "+2.00 MiB per step over 30 steps" in r.stdout, r.stdout
+    assert "keep_step_history" in r.stdout, r.stdout
+    assert "oomscope check: FAIL" in r.stdout
+    # JUnit XML: well-formed, one failed test case naming the function.
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites" and root.get("failures") == "1"
+    [case] = root.iter("testcase")
+    assert case.get("name") == "leak"
+    failure = case.find("failure")
+    assert failure is not None and "keep_step_history" in failure.text
+    assert len(reports) == 1
+
+
+def test_the_fixed_loop_passes_over_200_steps(build, tmp_path):
+    r, reports = step_loop(build, tmp_path, "steady", 200, "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS  leak          no growth across 200 steps" in r.stdout
+    # The same report through oomscope check directly.
+    c = oomscope(build, "check", reports[0])
+    assert c.returncode == 0 and "oomscope check: PASS" in c.stdout
+
+
+def test_check_exit_statuses(build, tmp_path):
+    _, leaky = step_loop(build, tmp_path, "leaky", 40)
+    _, steady = step_loop(build, tmp_path, "steady", 40)
+    assert oomscope(build, "check", steady[0]).returncode == 0
+    assert oomscope(build, "check", steady[0], leaky[0]).returncode == 1
+    # peak: the steady loop holds 32 MiB of work + 32 MiB of state at most.
+    assert oomscope(build, "check", steady[0], "--max-peak", "1GiB").returncode == 0
+    r = oomscope(build, "check", steady[0], "--max-peak", "16MiB")
+    assert r.returncode == 1 and "FAIL  peak" in r.stdout, r.stdout
+    # growth against a baseline: the leaky run's peak is higher.
+    r = oomscope(build, "check", leaky[0], "--fail-on", "growth", "--baseline", steady[0], "--max-growth", "1MiB")
+    assert r.returncode == 1 and "FAIL  growth" in r.stdout, r.stdout
+    # Usage and input errors: one line on stderr, status 2.
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    for args in (["check"], ["check", str(tmp_path / "missing.json")], ["check", str(bad)],
+                 ["check", steady[0], "--max-peak", "12XB"], ["check", steady[0], "--fail-on", "nonsense"],
+                 ["check", steady[0], "--fail-on", "peak"], ["check", steady[0], "--baseline", steady[0]],
+                 ["check", steady[0], "--max-fragmentation", "140"], ["diff", steady[0]]):
+        r = oomscope(build, *args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("oomscope: error:"), (args, r.stderr)
+
+
+def test_the_programs_failure_wins_over_the_check(build, tmp_path):
+    r = oomscope(build, "run", "-o", str(tmp_path), "--check", "--", sys.executable, "-c", "raise SystemExit(3)")
+    assert r.returncode == 3, r.stderr
+    assert "no report to check" in r.stderr
+
+
+def test_diff_sorts_sites_by_growth(build, tmp_path):
+    _, leaky = step_loop(build, tmp_path, "leaky", 40)
+    _, steady = step_loop(build, tmp_path, "steady", 40)
+    r = oomscope(build, "diff", steady[0], leaky[0])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    first_site = lines[lines.index(next(l for l in lines if l.startswith("Sites by growth"))) + 2]
+    assert "+80.00 MiB" in first_site and "keep_step_history" in first_site, r.stdout
+
+
+def run_torch(build, tmp_path, mode, *check_args):
+    out = tmp_path / mode
+    env = dict(build.env(), PYTHONPATH=FAKE_TORCH, FAKECUDA_LIB=build.fake_lib, FAKECUDA_CAPACITY="1GiB",
+               LD_LIBRARY_PATH=build.fake_lib)
+    env.pop("OOMSCOPE_TORCH_HISTORY", None)
+    return subprocess.run([build.oomscope, "run", "-o", str(out), *check_args, "--", sys.executable, SCENARIOS, mode,
+                           str(tmp_path / f"{mode}.json")], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_pytorch_style_leak_is_named_by_its_appending_line(build, tmp_path):
+    # run --check turns PyTorch's history on: each step's live tensors by Python line.
+    r = run_torch(build, tmp_path, "leak", "--check")
+    assert r.returncode == 1, r.stdout + r.stderr
+    with open(SCENARIOS) as f:
+        line = next(i for i, text in enumerate(f, 1) if "LEAK-LINE" in text)
+    assert f"{SCENARIOS}:{line}" in r.stdout, r.stdout
+    assert "history.append(forward(1))" in r.stdout
+    assert "tensors accumulated in a list across steps" in r.stdout
+    assert "+1.00 MiB per step" in r.stdout
+    steady = run_torch(build, tmp_path, "steady", "--check")
+    assert steady.returncode == 0, steady.stdout + steady.stderr

@@ -1,0 +1,343 @@
+// Metrics, leak patterns and the playbook's rules on hand-built reports: each rule is shown
+// firing and not firing.
+#include "report/analysis.h"
+#include "report/diagnosis.h"
+#include "report/leaks.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+
+using namespace oomscope::report;
+
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+constexpr uint64_t GiB = 1ull << 30;
+
+Report base()
+{
+    Report r;
+    r.trigger.kind = "exit";
+    Device d;
+    d.index = 0;
+    d.totalBytes = 16 * GiB;
+    r.devices.push_back(d);
+    MemoryRow row;
+    row.device = 0;
+    r.memory.push_back(row);
+    return r;
+}
+
+Frame py(const std::string& file, uint32_t line, const std::string& function)
+{
+    Frame f;
+    f.kind = Frame::Kind::Python;
+    f.file = file;
+    f.line = line;
+    f.function = function;
+    return f;
+}
+
+void addStack(Report& r, uint32_t id, std::vector<Frame> frames)
+{
+    r.stacks.push_back(Stack{id, std::move(frames)});
+}
+
+Segment segment(uint64_t address, std::vector<std::pair<uint64_t, const char*>> blocks)
+{
+    Segment s;
+    s.address = address;
+    s.kind = "segment";
+    uint64_t offset = 0;
+    for (auto [size, state] : blocks) {
+        s.blocks.push_back(Block{offset, size, state, std::nullopt});
+        offset += size;
+    }
+    s.size = offset;
+    return s;
+}
+
+// A PyTorch-style OOM: 10 GiB reserved in two segments, 6 GiB allocated, free pieces of 1 + 3 GiB.
+Report torchOom(uint64_t request)
+{
+    Report r = base();
+    r.trigger.kind = "oom";
+    r.trigger.framework = "torch";
+    r.trigger.device = 0;
+    r.trigger.requestedBytes = request;
+    r.memory[0].reservedBytes = 10 * GiB;
+    r.memory[0].allocatedBytes = 6 * GiB;
+    r.segments.push_back(segment(1ull << 40, {{2 * GiB, "active_allocated"}, {1 * GiB, "inactive"}, {3 * GiB, "active_allocated"}}));
+    r.segments.push_back(segment(2ull << 40, {{1 * GiB, "active_allocated"}, {3 * GiB, "inactive"}}));
+    return r;
+}
+
+bool has(const std::vector<Diagnosis>& found, const std::string& code, const std::string& severity = "")
+{
+    return std::any_of(found.begin(), found.end(), [&](const Diagnosis& d) {
+        return d.code == code && (severity.empty() || d.severity == severity);
+    });
+}
+
+const Diagnosis& get(const std::vector<Diagnosis>& found, const std::string& code)
+{
+    return *std::find_if(found.begin(), found.end(), [&](const Diagnosis& d) { return d.code == code; });
+}
+
+// Steps with one site (stack 7) on device 0 whose bytes follow `bytes`.
+Report withSteps(const std::vector<uint64_t>& bytes, bool tensors = false)
+{
+    Report r = base();
+    addStack(r, 7, {py("/home/user/train.py", 31, "Net.forward"), py("/home/user/train.py", 52, "train")});
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        Step s;
+        s.index = i + 1;
+        StepDevice d;
+        d.device = 0;
+        d.trackedBytes = bytes[i] + 100 * MiB;
+        s.devices.push_back(d);
+        (tensors ? s.tensors : s.sites).push_back(StepSite{7, 0, bytes[i]});
+        (tensors ? s.sites : s.tensors).clear();
+        r.steps.push_back(s);
+    }
+    return r;
+}
+
+std::vector<uint64_t> linear(size_t n, uint64_t start, uint64_t perStep)
+{
+    std::vector<uint64_t> v;
+    for (size_t i = 0; i < n; ++i)
+        v.push_back(start + i * perStep);
+    return v;
+}
+
+SourceLine sourceOf(std::map<std::pair<std::string, uint32_t>, std::string> lines)
+{
+    return [lines](const std::string& file, uint32_t line) {
+        auto it = lines.find({file, line});
+        return it == lines.end() ? std::string() : it->second;
+    };
+}
+
+} // namespace
+
+TEST_CASE("fragmentation metrics from segments and blocks", "[diagnosis]")
+{
+    const Report r = torchOom(3 * GiB + 1);
+    const auto f = fragmentation(r);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].reserved == 10 * GiB);
+    CHECK(f[0].allocated == 6 * GiB);
+    CHECK(f[0].freeInCache == 4 * GiB);
+    CHECK(f[0].largestFree == 3 * GiB);
+    CHECK(f[0].external == Approx(0.25));
+    CHECK(f[0].segments == 2);
+    CHECK(f[0].splitSegments == 2);
+    CHECK(f[0].freeBlocks == 2);
+    CHECK(f[0].requestBlockedByFragmentation);  // 3 GiB + 1 fits in 4 GiB free, not in 3 GiB
+    CHECK_FALSE(fragmentation(torchOom(5 * GiB))[0].requestBlockedByFragmentation);  // more than is free
+    CHECK_FALSE(fragmentation(torchOom(2 * GiB))[0].requestBlockedByFragmentation);  // fits in one block
+    CHECK(fragmentation(base()).empty());  // no framework: nothing cached
+}
+
+TEST_CASE("rule fragmentation: a request blocked by split free blocks", "[diagnosis]")
+{
+    const auto fired = diagnose(torchOom(3 * GiB + 1), {}, nullptr);
+    REQUIRE(has(fired, "fragmentation", "error"));
+    CHECK(get(fired, "fragmentation").message.find("largest free block is 3.00 GiB") != std::string::npos);
+    CHECK(get(fired, "fragmentation").suggestion.find("expandable_segments:True") != std::string::npos);
+    CHECK_FALSE(has(diagnose(torchOom(5 * GiB), {}, nullptr), "fragmentation"));
+}
+
+TEST_CASE("rule fragmentation: split blocks held across steps", "[diagnosis]")
+{
+    auto stepsWithSplit = [](uint64_t split) {
+        Report r = base();
+        for (int i = 0; i < 4; ++i) {
+            Step s;
+            s.index = uint64_t(i + 1);
+            StepDevice d;
+            d.reservedBytes = 4 * GiB;
+            d.allocatedBytes = 2 * GiB;
+            d.inactiveSplitBytes = split;
+            s.devices.push_back(d);
+            r.steps.push_back(s);
+        }
+        return r;
+    };
+    CHECK(has(diagnose(stepsWithSplit(1536 * MiB), {}, nullptr), "fragmentation", "warning"));
+    CHECK_FALSE(has(diagnose(stepsWithSplit(100 * MiB), {}, nullptr), "fragmentation"));
+}
+
+TEST_CASE("rule request_too_large", "[diagnosis]")
+{
+    Report big = base();
+    big.trigger.kind = "oom";
+    big.trigger.device = 0;
+    big.trigger.requestedBytes = 20 * GiB;
+    const auto fired = diagnose(big, {}, nullptr);
+    REQUIRE(has(fired, "request_too_large", "error"));
+    CHECK(get(fired, "request_too_large").message.find("larger than the whole device") != std::string::npos);
+    big.trigger.requestedBytes = 1 * GiB;
+    CHECK_FALSE(has(diagnose(big, {}, nullptr), "request_too_large"));
+}
+
+TEST_CASE("rules activations and optimizer_state", "[diagnosis]")
+{
+    Report r = torchOom(5 * GiB);
+    addStack(r, 1, {py("/venv/site-packages/transformers/activations.py", 66, "NewGELUActivation.forward")});
+    addStack(r, 2, {py("/venv/site-packages/torch/optim/adamw.py", 400, "_multi_tensor_adamw")});
+    r.sites.push_back(Site{1, 0, "device", 3, 8 * GiB, 0, 0});
+    r.sites.push_back(Site{2, 0, "device", 1, 2 * GiB, 0, 0});
+    auto found = diagnose(r, {}, nullptr);
+    CHECK(has(found, "activations"));
+    CHECK_FALSE(has(found, "optimizer_state"));  // 2 of 10 GiB
+    CHECK(get(found, "activations").message.find("80%") != std::string::npos);
+    // By tensor when blocks carry stacks: the optimizer's state dominates.
+    r.segments[0].blocks[0].stack = 2;
+    r.segments[0].blocks[2].stack = 2;
+    found = diagnose(r, {}, nullptr);
+    CHECK(has(found, "optimizer_state"));
+    r.sites[0].bytes = 1 * GiB;
+    CHECK_FALSE(has(diagnose(r, {}, nullptr), "activations"));
+}
+
+TEST_CASE("rule outside_framework", "[diagnosis]")
+{
+    Report r = torchOom(5 * GiB);
+    r.memory[0].bySource = {{"torch", 10 * GiB}, {"nccl", 3 * GiB}, {"cublas", 64 * MiB}};
+    r.memory[0].untrackedBytes = 600 * MiB;
+    const auto found = diagnose(r, {}, nullptr);
+    REQUIRE(has(found, "outside_framework"));
+    CHECK(get(found, "outside_framework").suggestion.find("NCCL_BUFFSIZE") != std::string::npos);
+    CHECK(get(found, "outside_framework").suggestion.find("CUBLAS") == std::string::npos);  // too small to matter
+    r.memory[0].bySource["nccl"] = 100 * MiB;
+    CHECK_FALSE(has(diagnose(r, {}, nullptr), "outside_framework"));
+}
+
+TEST_CASE("rule cache_churn", "[diagnosis]")
+{
+    auto churn = [](int cycles, bool failFirst) {
+        Report r = base();
+        r.capture.backends = {"interpose", "torch"};
+        const uint16_t alloc = r.timeline.intern("alloc"), free = r.timeline.intern("free"),
+                       failed = r.timeline.intern("alloc_failed");
+        if (failFirst)
+            r.timeline.rows.push_back(TimelineRow{1, 0, 0, 0, 0, 0, 2, 0, failed, 0});
+        for (int i = 0; i < cycles; ++i) {
+            r.timeline.rows.push_back(TimelineRow{uint64_t(10 + i), 0x1000, MiB, 0, 0, 0, 0, 0, alloc, 0});
+            r.timeline.rows.push_back(TimelineRow{uint64_t(11 + i), 0x1000, MiB, 0, 0, 0, 0, 0, free, 0});
+        }
+        return r;
+    };
+    CHECK(has(diagnose(churn(30, false), {}, nullptr), "cache_churn"));
+    CHECK_FALSE(has(diagnose(churn(5, false), {}, nullptr), "cache_churn"));
+    CHECK_FALSE(has(diagnose(churn(30, true), {}, nullptr), "cache_churn"));  // the OOM's own flush
+}
+
+TEST_CASE("leaks: steady growth after warm-up is found, with bytes per step", "[diagnosis][leaks]")
+{
+    const Report r = withSteps(linear(40, 10 * MiB, 4 * MiB));
+    const auto leaks = findLeaks(r);
+    REQUIRE(leaks.size() == 1);
+    CHECK(leaks[0].level == LeakLevel::Sites);
+    CHECK(leaks[0].stack == 7u);
+    CHECK(leaks[0].bytesPerStep == Approx(double(4 * MiB)));
+    CHECK(leaks[0].steps == 30);  // 40 steps, the first 10 are warm-up
+    CHECK(leaks[0].firstStep == 11);
+    CHECK(leaks[0].lastStep == 40);
+}
+
+TEST_CASE("leaks: a steady loop is not flagged", "[diagnosis][leaks]")
+{
+    // Cache warm-up and optimizer state at the first steps, then flat.
+    std::vector<uint64_t> warm = {0, 300 * MiB, 900 * MiB, 900 * MiB};
+    for (int i = 0; i < 200; ++i)
+        warm.push_back(900 * MiB);
+    CHECK(findLeaks(withSteps(warm)).empty());
+    // Jitter that goes up and down is no leak either.
+    std::vector<uint64_t> jitter;
+    for (int i = 0; i < 60; ++i)
+        jitter.push_back(500 * MiB + uint64_t(i % 3) * 8 * MiB);
+    CHECK(findLeaks(withSteps(jitter)).empty());
+    // Too few steps for a verdict.
+    CHECK(findLeaks(withSteps(linear(5, 0, 10 * MiB))).empty());
+    // Growing, then freed at the end: not a leak at the last step.
+    auto freed = linear(30, 0, 4 * MiB);
+    freed.back() = 0;
+    CHECK(findLeaks(withSteps(freed)).empty());
+    // Below the minimum growth.
+    CHECK(findLeaks(withSteps(linear(30, 0, 1024))).empty());
+}
+
+TEST_CASE("leaks: tensors by Python line win over segments; device counters when nothing else", "[diagnosis][leaks]")
+{
+    Report r = withSteps(linear(30, 0, 2 * MiB), true);
+    auto leaks = findLeaks(r);
+    REQUIRE(leaks.size() == 1);
+    CHECK(leaks[0].level == LeakLevel::Tensors);
+    // Only the device counters grow (no history): a device-level finding.
+    Report counters = base();
+    for (int i = 0; i < 30; ++i) {
+        Step s;
+        s.index = uint64_t(i + 1);
+        StepDevice d;
+        d.allocatedBytes = uint64_t(i) * 3 * MiB;
+        d.reservedBytes = 2 * GiB;
+        s.devices.push_back(d);
+        counters.steps.push_back(s);
+    }
+    leaks = findLeaks(counters);
+    REQUIRE(leaks.size() == 1);
+    CHECK(leaks[0].level == LeakLevel::Device);
+    CHECK_FALSE(leaks[0].stack);
+    CHECK(blameLeak(counters, leaks[0], nullptr).remedy.find("OOMSCOPE_TORCH_HISTORY") != std::string::npos);
+}
+
+TEST_CASE("leaks: memory never freed at exit, only without a caching allocator", "[diagnosis][leaks]")
+{
+    Report r = base();
+    addStack(r, 3, {});
+    r.sites.push_back(Site{3, 0, "device", 2, 64 * MiB, 0, 0});
+    auto leaks = findLeaks(r);
+    REQUIRE(leaks.size() == 1);
+    CHECK(leaks[0].level == LeakLevel::Exit);
+    CHECK(blameLeak(r, leaks[0], nullptr).pattern == "memory never freed before exit");
+    r.capture.backends = {"interpose", "torch"};
+    CHECK(findLeaks(r).empty());
+    r.capture.backends.clear();
+    r.trigger.kind = "oom";
+    CHECK(findLeaks(r).empty());
+}
+
+TEST_CASE("leaks are blamed on the line that keeps them, with its pattern", "[diagnosis][leaks]")
+{
+    const Report r = withSteps(linear(40, 0, 4 * MiB), true);
+    const auto leaks = findLeaks(r);
+    REQUIRE(leaks.size() == 1);
+    // The innermost frame allocates; the loop's line appends: the append is blamed.
+    auto blame = blameLeak(r, leaks[0], sourceOf({{{"/home/user/train.py", 31}, "return self.fc(x)"},
+                                                  {{"/home/user/train.py", 52}, "    outputs.append(model(x))"}}));
+    REQUIRE(blame.frame);
+    CHECK(blame.frame->line == 52);
+    CHECK(blame.text == "outputs.append(model(x))");
+    CHECK(blame.pattern == "tensors accumulated in a list across steps");
+    blame = blameLeak(r, leaks[0], sourceOf({{{"/home/user/train.py", 52}, "total_loss += loss"}}));
+    CHECK(blame.frame->line == 52);
+    CHECK(blame.pattern.find("running total") != std::string::npos);
+    blame = blameLeak(r, leaks[0], sourceOf({{{"/home/user/train.py", 31}, "self.cache = x * 2"}}));
+    CHECK(blame.frame->line == 31);
+    CHECK(blame.pattern == "state stored on a module or object across steps");
+    // Nothing recognisable: the innermost program frame.
+    blame = blameLeak(r, leaks[0], nullptr);
+    CHECK(blame.frame->line == 31);
+    CHECK(blame.pattern == "tensors kept alive across steps");
+    // The playbook's growth rule carries the evidence and the line.
+    const auto found = diagnose(r, leaks, sourceOf({{{"/home/user/train.py", 52}, "outputs.append(model(x))"}}));
+    REQUIRE(has(found, "growth"));
+    CHECK(get(found, "growth").message.find("+4.00 MiB per step over 30 steps") != std::string::npos);
+    CHECK(get(found, "growth").message.find("train.py:52") != std::string::npos);
+    CHECK_FALSE(has(diagnose(withSteps(std::vector<uint64_t>(40, 9 * MiB)), {}, nullptr), "growth"));
+}
