@@ -99,20 +99,23 @@ std::vector<CheckResult> checkReport(const Report& r, const CheckOptions& o, con
                             : "no leak pattern (" + std::to_string(r.steps.size()) + " steps: too few to follow growth)";
         } else {
             c.passed = false;
-            c.summary = std::to_string(leaks.size()) + (leaks.size() == 1 ? " leak" : " leaks");
-            for (const LeakFinding& leak : leaks) {
-                const LeakBlame blame = blameLeak(r, leak, source);
+            const std::vector<BlamedLeak> blamed = blameLeaks(r, leaks, source);
+            c.summary = std::to_string(blamed.size()) + (blamed.size() == 1 ? " leak" : " leaks");
+            for (const BlamedLeak& b : blamed) {
+                const LeakFinding& leak = b.leak;
                 std::string what = leak.level == LeakLevel::Exit
                                        ? formatBytes(leak.lastBytes) + " never freed before exit"
                                        : "+" + formatBytes(uint64_t(leak.bytesPerStep)) + " per step over " +
                                              std::to_string(leak.steps) + " steps (" + formatBytes(leak.firstBytes) +
                                              " -> " + formatBytes(leak.lastBytes) + ", device " +
-                                             std::to_string(leak.device) + ")";
-                c.details.push_back(what + " — " + blame.pattern);
-                if (blame.frame)
-                    c.details.push_back("  at " + describeFrame(r, *blame.frame) +
-                                        (blame.text.empty() ? "" : "   " + blame.text));
-                c.details.push_back("  -> " + blame.remedy);
+                                             std::to_string(leak.device) +
+                                             (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") +
+                                             ")";
+                c.details.push_back(what + " — " + b.blame.pattern);
+                if (b.blame.frame)
+                    c.details.push_back("  at " + describeFrame(r, *b.blame.frame) +
+                                        (b.blame.text.empty() ? "" : "   " + b.blame.text));
+                c.details.push_back("  -> " + b.blame.remedy);
             }
         }
         out.push_back(std::move(c));

@@ -217,19 +217,20 @@ void outsideRule(const Report& r, std::vector<Diagnosis>& out)
 void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const SourceLine& source,
                 std::vector<Diagnosis>& out)
 {
-    for (const LeakFinding& leak : leaks) {
-        const LeakBlame blame = blameLeak(r, leak, source);
-        std::string where = blame.frame ? " at " + describeFrame(r, *blame.frame) : "";
-        if (!blame.text.empty())
-            where += ": " + blame.text;
+    for (const BlamedLeak& b : blameLeaks(r, leaks, source)) {
+        const LeakFinding& leak = b.leak;
+        std::string where = b.blame.frame ? " at " + describeFrame(r, *b.blame.frame) : "";
+        if (!b.blame.text.empty())
+            where += ": " + b.blame.text;
         std::string what;
         if (leak.level == LeakLevel::Exit)
             what = formatBytes(leak.lastBytes) + " never freed before exit";
         else
             what = "+" + formatBytes(uint64_t(leak.bytesPerStep)) + " per step over " + std::to_string(leak.steps) +
                    " steps (" + formatBytes(leak.firstBytes) + " -> " + formatBytes(leak.lastBytes) + ", device " +
-                   std::to_string(leak.device) + ")";
-        out.push_back({"growth", "warning", what + where + " — " + blame.pattern, blame.remedy});
+                   std::to_string(leak.device) +
+                   (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") + ")";
+        out.push_back({"growth", "warning", what + where + " — " + b.blame.pattern, b.blame.remedy});
     }
 }
 

@@ -255,11 +255,47 @@ LeakBlame blameLeak(const Report& r, const LeakFinding& leak, const SourceLine& 
     return blame;
 }
 
+std::vector<BlamedLeak> blameLeaks(const Report& r, const std::vector<LeakFinding>& findings, const SourceLine& source)
+{
+    std::vector<BlamedLeak> out;
+    std::map<std::string, size_t> index;
+    for (const LeakFinding& f : findings) {
+        LeakBlame blame = blameLeak(r, f, source);
+        // Stack-less findings (device level) and exit leaks stay one per finding.
+        const bool mergeable = blame.frame && f.level != LeakLevel::Exit && f.level != LeakLevel::Device;
+        const std::string key = mergeable ? describeFrame(r, *blame.frame) + "\n" + blame.pattern + "\n" +
+                                                std::to_string(f.device)
+                                          : std::string();
+        auto it = mergeable ? index.find(key) : index.end();
+        if (it == index.end()) {
+            if (mergeable)
+                index.emplace(key, out.size());
+            out.push_back(BlamedLeak{f, std::move(blame), 1});
+            continue;
+        }
+        BlamedLeak& b = out[it->second];
+        b.leak.firstBytes += f.firstBytes;
+        b.leak.lastBytes += f.lastBytes;
+        b.leak.bytesPerStep += f.bytesPerStep;
+        if (f.steps > b.leak.steps) {
+            b.leak.steps = f.steps;
+            b.leak.firstStep = f.firstStep;
+            b.leak.lastStep = f.lastStep;
+        }
+        ++b.stacks;
+    }
+    std::stable_sort(out.begin(), out.end(), [](const BlamedLeak& a, const BlamedLeak& b) {
+        return a.leak.bytesPerStep > b.leak.bytesPerStep;
+    });
+    return out;
+}
+
 std::vector<Leak> leakEntries(const Report& r, const std::vector<LeakFinding>& findings, const SourceLine& source)
 {
     std::vector<Leak> out;
-    for (const LeakFinding& f : findings) {
-        const LeakBlame blame = blameLeak(r, f, source);
+    for (const BlamedLeak& b : blameLeaks(r, findings, source)) {
+        const LeakFinding& f = b.leak;
+        const LeakBlame& blame = b.blame;
         Leak leak;
         leak.stack = f.stack.value_or(0);
         leak.pattern = blame.pattern;
@@ -272,6 +308,8 @@ std::vector<Leak> leakEntries(const Report& r, const std::vector<LeakFinding>& f
             evidence = formatBytes(f.firstBytes) + " at step " + std::to_string(f.firstStep) + " -> " +
                        formatBytes(f.lastBytes) + " at step " + std::to_string(f.lastStep) + " (device " +
                        std::to_string(f.device) + ")";
+        if (b.stacks > 1)
+            evidence += ", " + std::to_string(b.stacks) + " allocation sites";
         if (blame.frame)
             evidence += "; " + describeFrame(r, *blame.frame);
         if (!blame.text.empty())

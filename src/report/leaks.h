@@ -54,6 +54,16 @@ struct LeakBlame {
 };
 LeakBlame blameLeak(const Report& report, const LeakFinding& leak, const SourceLine& source);
 
+// Findings blamed on the same line with the same pattern (the tensors one appending line keeps,
+// allocated at several lines of a forward) as one: bytes summed, the longest observation.
+struct BlamedLeak {
+    LeakFinding leak;   // combined
+    LeakBlame blame;
+    size_t stacks = 1;  // findings merged
+};
+std::vector<BlamedLeak> blameLeaks(const Report& report, const std::vector<LeakFinding>& findings,
+                                   const SourceLine& source);
+
 // The findings as the report's `leaks` entries.
 std::vector<Leak> leakEntries(const Report& report, const std::vector<LeakFinding>& findings, const SourceLine& source);
 

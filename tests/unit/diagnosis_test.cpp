@@ -341,3 +341,21 @@ TEST_CASE("leaks are blamed on the line that keeps them, with its pattern", "[di
     CHECK(get(found, "growth").message.find("train.py:52") != std::string::npos);
     CHECK_FALSE(has(diagnose(withSteps(std::vector<uint64_t>(40, 9 * MiB)), {}, nullptr), "growth"));
 }
+
+TEST_CASE("leaks kept by one line are one verdict, whatever line allocated them", "[diagnosis][leaks]")
+{
+    Report r = withSteps(linear(40, 0, 4 * MiB), true);
+    addStack(r, 8, {py("/home/user/train.py", 33, "Net.forward"), py("/home/user/train.py", 52, "train")});
+    for (size_t i = 0; i < r.steps.size(); ++i)
+        r.steps[i].tensors.push_back(StepSite{8, 0, i * 2 * MiB});
+    const auto leaks = findLeaks(r);
+    REQUIRE(leaks.size() == 2);
+    const auto source = sourceOf({{{"/home/user/train.py", 52}, "outputs.append(model(x))"}});
+    const auto blamed = blameLeaks(r, leaks, source);
+    REQUIRE(blamed.size() == 1);
+    CHECK(blamed[0].stacks == 2);
+    CHECK(blamed[0].leak.bytesPerStep == Approx(double(6 * MiB)));
+    CHECK(blamed[0].blame.frame->line == 52);
+    // Without the source line, each allocating line is its own verdict.
+    CHECK(blameLeaks(r, leaks, nullptr).size() == 2);
+}

@@ -186,7 +186,7 @@ def _step_tensors(torch, device):
             frames = block.get("frames")
             if not state.startswith("active") or not frames:
                 continue
-            key = _frame_fields(frames[:16])
+            key = _frame_fields(frames[:24])
             groups[key] = groups.get(key, 0) + block["size"]
     top = sorted(groups.items(), key=lambda kv: -kv[1])[:32]
     return largest, [f"tensors {device} {size}\t{fields}" for fields, size in top]
