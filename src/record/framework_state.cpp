@@ -116,6 +116,10 @@ FrameworkState parseFrameworkState(const char* name, const char* text)
                     d.segmentCount = v;
                 } else if (key == "largest_free") {
                     d.largestFree = v;
+                } else if (key == "allocated_peak") {
+                    d.allocatedPeak = v;
+                } else if (key == "expandable") {
+                    d.expandable = v != 0;
                 }
             }
             if (ok && haveAllocated && haveReserved)

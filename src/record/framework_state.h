@@ -2,7 +2,7 @@
 // allocator: allocated vs reserved, segments and their blocks), as a small line protocol so
 // that the preload needs no JSON parser:
 //   device <index> allocated <bytes> reserved <bytes> [active <bytes>] [inactive_split <bytes>] [segments <n>]
-//          [largest_free <bytes>]
+//          [largest_free <bytes>] [allocated_peak <bytes>] [expandable 0|1]
 //   segment <device> <address> <size> <stream> <kind>
 //   block <offset> <size> <state>[\t<file>\t<line>\t<function>…]
 //                                          (belongs to the segment above; the Python stack
@@ -33,6 +33,8 @@ struct FrameworkDevice {
     std::optional<uint64_t> inactiveSplit;
     std::optional<uint64_t> segmentCount;
     std::optional<uint64_t> largestFree;  // given directly when segments are not sent
+    std::optional<uint64_t> allocatedPeak;
+    std::optional<bool> expandable;
 };
 
 

@@ -416,6 +416,8 @@ void Recorder::recordStep(const FrameworkState* state) noexcept
                 d.allocatedBytes = fw->allocated;
                 d.reservedBytes = fw->reserved;
                 d.inactiveSplitBytes = fw->inactiveSplit;
+                d.peakAllocatedBytes = fw->allocatedPeak;
+                d.expandableSegments = fw->expandable;
                 d.segmentCount = fw->segmentCount;
                 d.largestFreeBlockBytes = state->largestFreeBlock(device);
             }

@@ -8,8 +8,9 @@
 namespace oomscope::report {
 
 // A framework's own Python code (PyTorch, JAX, CuPy): its package right under site-packages
-// (a virtualenv may itself be called torch), or its folder anywhere for a package not
-// installed there. Model libraries (transformers) are the user's model: not skipped.
+// (a virtualenv may itself be called torch), or, for a package not installed there (a source
+// checkout), one of its own folders or modules: a program's examples/torch/ folder is the
+// program's. Model libraries (transformers) are the user's model: not skipped.
 bool inFrameworkPackage(const std::string& file)
 {
     static const char* const kPackages[] = {"torch/", "jax/", "jaxlib/", "cupy/", "cupyx/", "cupy_backends/"};
@@ -24,8 +25,13 @@ bool inFrameworkPackage(const std::string& file)
         }
         return false;
     }
-    for (const char* package : kPackages) {
-        if (file.find(std::string("/") + package) != std::string::npos)
+    static const char* const kInside[] = {
+        "/torch/__init__.py", "/torch/_",      "/torch/nn/",          "/torch/cuda/",  "/torch/optim/",
+        "/torch/autograd/",   "/torch/utils/", "/torch/distributed/", "/torch/amp/",   "/torch/fx/",
+        "/torch/functional.py", "/jax/_src/",  "/jax/__init__.py",    "/jaxlib/",      "/cupy/_",
+        "/cupy/cuda/",        "/cupy/__init__.py", "/cupyx/",         "/cupy_backends/"};
+    for (const char* inside : kInside) {
+        if (file.find(inside) != std::string::npos)
             return true;
     }
     return false;

@@ -85,25 +85,51 @@ void fragmentationRules(const Report& r, std::vector<Diagnosis>& out)
     }
     if (fired || r.steps.empty())
         return;
-    // Over the run: the cache holding much more than the live tensors in split blocks.
-    std::map<int64_t, std::pair<uint64_t, const StepDevice*>> worst;  // device → (split bytes, sample)
-    for (const Step& s : r.steps) {
-        for (const StepDevice& d : s.devices) {
-            if (!d.reservedBytes || !d.inactiveSplitBytes)
-                continue;
-            auto& w = worst[d.device];
-            if (*d.inactiveSplitBytes > w.first)
-                w = {*d.inactiveSplitBytes, &d};
+    // Over the run: split, unused blocks late in the run (after warm-up). Idle whole segments
+    // are no sign: at a step boundary a training loop's cache holds the activations it just
+    // freed and will reuse.
+    std::map<int64_t, std::vector<const StepDevice*>> samples;
+    const size_t late = std::min(r.steps.size(), std::max<size_t>(2, r.steps.size() / 4));
+    for (size_t i = r.steps.size() - late; i < r.steps.size(); ++i) {
+        for (const StepDevice& d : r.steps[i].devices) {
+            if (d.reservedBytes && *d.reservedBytes)
+                samples[d.device].push_back(&d);
         }
     }
-    for (const auto& [device, w] : worst) {
-        const StepDevice& d = *w.second;
-        if (w.first >= 512 * kMiB && double(w.first) >= 0.2 * double(*d.reservedBytes))
+    for (auto& [device, list] : samples) {
+        if (list.size() < 2)
+            continue;
+        auto share = [](const StepDevice* d) {
+            return double(d->inactiveSplitBytes.value_or(0)) / double(*d->reservedBytes);
+        };
+        std::sort(list.begin(), list.end(), [&](const StepDevice* a, const StepDevice* b) { return share(a) < share(b); });
+        const StepDevice& d = *list[list.size() / 2];  // the median sample of the late steps
+        const uint64_t split = d.inactiveSplitBytes.value_or(0);
+        // Reserved memory beyond the most ever allocated at once exists only because free
+        // memory was in pieces that fitted no request (rounding aside).
+        uint64_t peak = 0;
+        bool expandable = false;
+        for (const StepDevice* sample : list) {
+            peak = std::max(peak, sample->peakAllocatedBytes.value_or(0));
+            expandable |= sample->expandableSegments.value_or(false);
+        }
+        const uint64_t reserved = *d.reservedBytes;
+        if (peak && !expandable && double(reserved) >= 1.5 * double(peak) && reserved - peak >= kGiB) {
             out.push_back({"fragmentation", "warning",
-                           dev(device) + ": up to " + formatBytes(w.first) + " (" +
-                               percent(double(w.first) / double(*d.reservedBytes)) + " of " +
-                               formatBytes(*d.reservedBytes) + " reserved) held in split, unused blocks at a step "
-                               "boundary (allocated " + formatBytes(d.allocatedBytes.value_or(0)) + ")",
+                           dev(device) + ": late in the run PyTorch reserves " + formatBytes(reserved) +
+                               " while the most it ever allocated at once is " + formatBytes(peak) + ": " +
+                               formatBytes(reserved - peak) + " of cache exists only because free memory was in "
+                               "pieces of the wrong sizes (requests of varying sizes)",
+                           kFragmentationRemedy});
+            continue;
+        }
+        if (split >= 512 * kMiB && share(&d) >= 0.2)
+            out.push_back({"fragmentation", "warning",
+                           dev(device) + ": late in the run " + formatBytes(split) + " (" + percent(share(&d)) +
+                               " of " + formatBytes(*d.reservedBytes) + " reserved) sits in split, unused blocks "
+                               "(median of the last " + std::to_string(list.size()) + " steps; allocated " +
+                               formatBytes(d.allocatedBytes.value_or(0)) + "): requests of varying sizes carve "
+                               "segments into pieces that fit nothing",
                            kFragmentationRemedy});
     }
 }

@@ -105,6 +105,13 @@ public:
         return m_j.get<std::string>();
     }
 
+    bool boolean() const
+    {
+        if (!m_j.is_boolean())
+            failAt(m_path, std::string("expected true or false, got ") + typeName(m_j));
+        return m_j.get<bool>();
+    }
+
     std::optional<uint64_t> optU64() const { return isNull() ? std::nullopt : std::optional<uint64_t>(u64()); }
     std::optional<uint32_t> optU32() const { return isNull() ? std::nullopt : std::optional<uint32_t>(u32()); }
     std::optional<int64_t> optI64() const { return isNull() ? std::nullopt : std::optional<int64_t>(i64()); }
@@ -349,6 +356,10 @@ void readAll(const Value& root, Report* r)
             sd.allocatedBytes = d.at("allocated_bytes").optU64();
             sd.reservedBytes = d.at("reserved_bytes").optU64();
             sd.inactiveSplitBytes = d.at("inactive_split_bytes").optU64();
+            if (d.json().contains("peak_allocated_bytes"))
+                sd.peakAllocatedBytes = d.at("peak_allocated_bytes").optU64();
+            if (d.json().contains("expandable_segments") && !d.at("expandable_segments").isNull())
+                sd.expandableSegments = d.at("expandable_segments").boolean();
             sd.segmentCount = d.at("segment_count").optU64();
             sd.largestFreeBlockBytes = d.at("largest_free_block_bytes").optU64();
             step.devices.push_back(sd);

@@ -88,6 +88,11 @@ public:
         maybeFlush();
     }
     void value(const char* s) { value(std::string(s)); }
+    void value(bool b)
+    {
+        comma();
+        m_out.append(b ? "true" : "false");
+    }
     void null()
     {
         comma();
@@ -364,6 +369,8 @@ void writeAll(Writer& w, const Report& r)
             w.field("allocated_bytes", d.allocatedBytes);
             w.field("reserved_bytes", d.reservedBytes);
             w.field("inactive_split_bytes", d.inactiveSplitBytes);
+            w.field("peak_allocated_bytes", d.peakAllocatedBytes);
+            w.field("expandable_segments", d.expandableSegments);
             w.field("segment_count", d.segmentCount);
             w.field("largest_free_block_bytes", d.largestFreeBlockBytes);
             w.endObject();

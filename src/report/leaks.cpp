@@ -127,9 +127,13 @@ std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
         bool tensors = false;
         for (const Step& s : r.steps)
             tensors |= !s.tensors.empty();
+        // A caching allocator's segments are its cache: they grow in steps as it warms up to
+        // the sizes asked for, which is no leak. Its tensors (with history) or its allocated
+        // bytes (device level) are followed instead.
+        const bool stackLevel = tensors || !hasCachingAllocator(r);
         // Stack level.
         std::map<std::pair<uint32_t, int64_t>, std::vector<std::optional<uint64_t>>> series;
-        for (size_t i = warmup; i < n; ++i) {
+        for (size_t i = warmup; i < n && stackLevel; ++i) {
             for (const StepSite& site : tensors ? r.steps[i].tensors : r.steps[i].sites) {
                 auto& values = series[{site.stack, site.device}];
                 values.resize(stepIndex.size());

@@ -166,6 +166,10 @@ struct StepDevice {
     std::optional<uint64_t> allocatedBytes;
     std::optional<uint64_t> reservedBytes;
     std::optional<uint64_t> inactiveSplitBytes;
+    // Keys added after the first v1 fixtures (absent: null). The most the framework had
+    // allocated at once since the start, and whether its cache grows segments in place.
+    std::optional<uint64_t> peakAllocatedBytes;
+    std::optional<bool> expandableSegments;
     std::optional<uint64_t> segmentCount;
     std::optional<uint64_t> largestFreeBlockBytes;
 

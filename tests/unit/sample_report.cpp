@@ -77,7 +77,9 @@ report::Report sampleReport()
     Step st;
     st.index = 1;
     st.timeNs = 3'000'000'000;
-    st.devices.push_back(StepDevice{0, 12ull << 30, 9ull << 30, 12ull << 30, 1ull << 20, 6, 512ull << 20});
+    st.devices.push_back(StepDevice{0, 12ull << 30, 9ull << 30, 12ull << 30, 1ull << 20, 6, 512ull << 20, 11ull << 30, false});
+    st.sites.push_back(StepSite{1, 0, 8ull << 30});
+    st.tensors.push_back(StepSite{2, 0, 6ull << 30});
     r.steps.push_back(st);
     r.leaks.push_back(Leak{1, "tensors accumulated across steps", 256 << 20, 40, "grew in 40 of 40 steps"});
     r.diagnosis.push_back(Diagnosis{"fragmentation", "warning", "3.00 GiB reserved but not allocated",

@@ -110,11 +110,17 @@ def _attach():
         _notice("attach", f"the PyTorch adapter could not attach ({type(e).__name__}: {e})")
 
 
+def _expandable():
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
+    return "expandable_segments:true" in conf.replace(" ", "").lower()
+
+
 def _device_line(torch, device):
     s = torch.cuda.memory_stats(device)
     return (f"device {device} allocated {s.get('allocated_bytes.all.current', 0)} "
             f"reserved {s.get('reserved_bytes.all.current', 0)} active {s.get('active_bytes.all.current', 0)} "
-            f"inactive_split {s.get('inactive_split_bytes.all.current', 0)} segments {s.get('segment.all.current', 0)}")
+            f"inactive_split {s.get('inactive_split_bytes.all.current', 0)} segments {s.get('segment.all.current', 0)} "
+            f"allocated_peak {s.get('allocated_bytes.all.peak', 0)} expandable {1 if _expandable() else 0}")
 
 
 def _history_lines(snapshot, device):
