@@ -5,6 +5,7 @@
 #   make demo      run the example under oomscope and render its OOM report
 #   make install   PREFIX=/opt/oomscope: a relocatable install tree
 #   make gpu-test  tests/gpu/run_all.sh against an install in $(BUILD)/dist (needs a GPU)
+#   make bench     the CPU benchmarks (bench/run_cpu.sh; figures in docs/BENCHMARKS.md)
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -13,11 +14,11 @@ CMAKE_ARGS ?=
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make binutils pkg-config \
                    libunwind-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2 libcli11-dev \
-                   python3 python3-pytest python3-jsonschema
+                   python3 python3-pytest python3-jsonschema time
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test demo install gpu-test clean
+.PHONY: all deps build test demo install gpu-test bench clean
 
 all: build
 
@@ -55,6 +56,9 @@ install: build
 gpu-test: build
 	rm -rf $(BUILD)/dist && cmake --install $(BUILD) --prefix $(BUILD)/dist >/dev/null
 	tests/gpu/run_all.sh $(BUILD)/dist $(BUILD)/gpu-results
+
+bench: build
+	bench/run_cpu.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -176,10 +176,10 @@ StackId Recorder::captureStack() noexcept
     return m_stacks.intern(frames, uint32_t(count > 0 ? count : 0));
 }
 
-void Recorder::push(EventKind kind, const AllocRecord& alloc, int error) noexcept
+void Recorder::push(EventKind kind, const AllocRecord& alloc, int error, uint64_t timeNs) noexcept
 {
     Event e;
-    e.timeNs = monotonicNs();
+    e.timeNs = timeNs ? timeNs : monotonicNs();
     e.address = alloc.address;
     e.size = alloc.size;
     e.stream = alloc.stream;
@@ -205,12 +205,12 @@ void Recorder::addLive(int device, MemKind kind, int64_t delta) noexcept
 }
 
 namespace {
-LiveAllocation liveEntry(const AllocRecord& alloc)
+LiveAllocation liveEntry(const AllocRecord& alloc, uint64_t timeNs)
 {
     LiveAllocation entry;
     entry.address = alloc.address;
     entry.size = alloc.size;
-    entry.timeNs = monotonicNs();
+    entry.timeNs = timeNs;
     entry.stream = alloc.stream;
     entry.stack = alloc.stack.value();
     entry.api = alloc.api.value();
@@ -223,7 +223,8 @@ LiveAllocation liveEntry(const AllocRecord& alloc)
 void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
 {
     markProcessActive();
-    const LiveAllocation entry = liveEntry(alloc);
+    const uint64_t now = monotonicNs();  // one clock read for the live entry and the event
+    const LiveAllocation entry = liveEntry(alloc, now);
     LiveAllocation replaced;
     switch (m_live.insert(entry, &replaced)) {
     case LiveMap::InsertResult::Replaced:
@@ -235,7 +236,7 @@ void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
     case LiveMap::InsertResult::Refused:
         break;
     }
-    push(EventKind::Alloc, alloc, 0);
+    push(EventKind::Alloc, alloc, 0, now);
 }
 
 bool Recorder::recordFree(ApiId api, uint64_t address, uint64_t stream, EventKind kind) noexcept
@@ -488,7 +489,7 @@ void Recorder::recordTimelineOnly(EventKind kind, const AllocRecord& record) noe
 void Recorder::recordVmmCreate(const AllocRecord& alloc) noexcept
 {
     markProcessActive();
-    const LiveAllocation entry = liveEntry(alloc);
+    const LiveAllocation entry = liveEntry(alloc, monotonicNs());
     try {
         if (m_vmm.create(entry))
             addLive(alloc.device, alloc.kind, int64_t(alloc.size));

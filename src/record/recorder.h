@@ -132,7 +132,8 @@ private:
     void sampleStepSites(const FrameworkState* state, report::Step& step);
     static std::atomic<Recorder*> s_instance;
 
-    void push(EventKind kind, const AllocRecord& alloc, int error) noexcept;
+    // timeNs: the event's time when the caller has read the clock already (0: read it now).
+    void push(EventKind kind, const AllocRecord& alloc, int error, uint64_t timeNs = 0) noexcept;
     bool ownedByFramework(StackId stack);
     // Gives the live allocation at address the Python frames that allocated it (from the
     // framework's own history): its native frames up to the interpreter, then those.

@@ -5,11 +5,14 @@
 //   FAKECUDA_CAPACITY        bytes per device (1GiB, 512MiB, …; default 1GiB)
 //   FAKECUDA_DEVICES         number of devices (default 1)
 //   FAKECUDA_CONTEXT_BYTES   memory a primary context takes (default 32MiB): the "untracked" part
+//   FAKECUDA_UNBACKED        1: classic allocations get addresses but no memory (no mmap per
+//                            call), for benchmarks of the hooks; the memory must not be touched
 // Allocations are counted in 256-byte units; VMM physical memory in 2 MiB granules.
 // Not a CUDA emulator: no kernels, copies are memcpy, streams are ignored.
 #include "interpose/cuda_extra.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -130,8 +133,21 @@ CUcontext currentContext()
     return t_contextDepth == 0 ? nullptr : t_contexts[t_contextDepth - 1];
 }
 
+bool unbacked()
+{
+    static const bool on = [] {
+        const char* v = std::getenv("FAKECUDA_UNBACKED");
+        return v && std::strcmp(v, "1") == 0;
+    }();
+    return on;
+}
+
 void* mapMemory(uint64_t size)
 {
+    if (unbacked()) {  // addresses from a range nobody maps, 4 KiB apart at least
+        static std::atomic<uint64_t> next{uint64_t(0x5a0000000000)};
+        return reinterpret_cast<void*>(next.fetch_add(roundUp(std::max<uint64_t>(size, 1), 4096)));
+    }
     void* p = mmap(nullptr, roundUp(std::max<uint64_t>(size, 1), 4096), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? nullptr : p;
@@ -184,7 +200,8 @@ CUresult release(uint64_t ptr, bool host)
     } else {
         s.devices[size_t(a.device)].used -= a.charged;
     }
-    munmap(reinterpret_cast<void*>(ptr), roundUp(std::max<uint64_t>(a.size, 1), 4096));
+    if (!unbacked())
+        munmap(reinterpret_cast<void*>(ptr), roundUp(std::max<uint64_t>(a.size, 1), 4096));
     return CUDA_SUCCESS;
 }
 
@@ -812,4 +829,16 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cud
 FAKE_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags)
 {
     return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr);
+}
+
+// The same functions under names the preload never interposes, for the hook benchmark's
+// "direct" side (this library binds its own symbols locally: -Bsymbolic).
+FAKE_EXPORT CUresult fakecuda_direct_cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes)
+{
+    return cuMemAlloc_v2(dptr, bytes);
+}
+
+FAKE_EXPORT CUresult fakecuda_direct_cuMemFree_v2(CUdeviceptr dptr)
+{
+    return cuMemFree_v2(dptr);
 }

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The training-step comparison on a GPU, interleaved: none, oomscope (default capture),
+# PyTorch's history; ROUNDS rounds of each. Usage: bench/gpu_train_step.sh PREFIX [ROUNDS]
+set -eu
+prefix=$(cd "${1:?usage: gpu_train_step.sh PREFIX [ROUNDS]}" && pwd)
+rounds=${2:-2}
+here=$(cd "$(dirname "$0")" && pwd)
+out=$(mktemp -d -t oomscope-step-XXXXXX)
+for r in $(seq "$rounds"); do
+  python3 "$here/gpu_train_step.py" --label none
+  "$prefix/bin/oomscope" run -o "$out" -- python3 "$here/gpu_train_step.py" --label oomscope 2>/dev/null
+  python3 "$here/gpu_train_step.py" --history --label history
+done
+rm -rf "$out"
