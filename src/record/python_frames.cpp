@@ -207,16 +207,11 @@ void* newAttr(const PyApi& py, void* object, const char* name)
     return value;
 }
 
-// With the GIL held, on a thread with Python frames: fill in the offsets that scanning live
-// objects can find, then walk this thread's frames both ways (C API, raw memory with checked
+// With the GIL held, on a thread with Python frames, given the version's frame layout: fill in
+// the offsets that scanning live objects can find, then walk this thread's frames both ways (C API, raw memory with checked
 // reads) and accept the layout only if code objects, names and lines all agree.
 bool calibrateLocked(const PyApi& py, void* tstate, pylayout::Layout& l)
 {
-    if (!py.version || !py.codeType || !py.longAsLong)
-        return false;
-    const unsigned long v = *py.version;
-    if (!pylayout::frameLayoutFor(int((v >> 24) & 0xff), int((v >> 16) & 0xff), l))
-        return false;
     l.codeType = py.codeType;
     int64_t basicSize = 0;  // PyTypeObject.tp_basicsize: offsetof(PyCodeObject, co_code_adaptive)
     std::memcpy(&basicSize, reinterpret_cast<const char*>(py.codeType) + 32, sizeof(basicSize));
@@ -377,13 +372,18 @@ void noteThreadWithGil(const PyApi& py, void* tstate)
     std::lock_guard<std::mutex> lock(g_calibrationMutex);
     if (g_calibration.load(std::memory_order_relaxed) != 0)
         return;
+    // An interpreter whose layout we do not know stays on the C API for good; a known one
+    // retries on a later capture (a stack too shallow to tell the fields apart, a debugger's
+    // trace function changing the line numbers), at most 16 times.
     pylayout::Layout l;
-    if (calibrateLocked(py, tstate, l)) {
+    const unsigned long version = py.version ? *py.version : 0;
+    if (!py.codeType || !py.longAsLong ||
+        !pylayout::frameLayoutFor(int((version >> 24) & 0xff), int((version >> 16) & 0xff), l)) {
+        g_calibration.store(-1, std::memory_order_release);
+    } else if (calibrateLocked(py, tstate, l)) {
         g_layout = l;
         g_calibration.store(1, std::memory_order_release);
-    } else if (!pylayout::frameLayoutFor(int((py.version ? *py.version : 0) >> 24 & 0xff),
-                                         int((py.version ? *py.version : 0) >> 16 & 0xff), l) ||
-               ++g_calibrationAttempts >= 16) {
+    } else if (++g_calibrationAttempts >= 16) {
         g_calibration.store(-1, std::memory_order_release);
     }
 }

@@ -67,20 +67,11 @@ bool frameLayoutFor(int major, int minor, Layout& l)
         l.ownerCStack = -1;  // 3.11 marks entry frames with is_entry, no shim frames
         l.frameSize = 72;
         return true;
-    case 12:
-        l.threadFrame = 56;
-        l.cframeFrame = 0;
-        l.frameCode = 0;
-        l.framePrevious = 8;
-        l.frameInstr = 56;
-        l.frameOwner = 70;
-        l.ownerCStack = 3;
-        l.frameSize = 72;
-        return true;
-    case 13:  // current_frame moved into the thread state: found at calibration
-        l.threadFrame = -1;
-        l.cframeFrame = -1;
-        l.frameCode = 0;
+    case 12:  // 3.12 and 3.13 share the frame; 3.13 moved current_frame into the thread state
+    case 13:
+        l.threadFrame = minor == 12 ? 56 : -1;  // 3.13: found by value at calibration
+        l.cframeFrame = minor == 12 ? 0 : -1;
+        l.frameCode = 0;                        // f_code (3.12), f_executable (3.13)
         l.framePrevious = 8;
         l.frameInstr = 56;
         l.frameOwner = 70;
