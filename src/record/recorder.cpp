@@ -773,17 +773,15 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
         return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;
     });
 
-    // Timeline.
-    const RingBuffer::Snapshot snap = m_ring.snapshot();
+    // Timeline: straight from the ring into rows (a million events: no intermediate copy).
     r.timeline.capacity = m_ring.capacity();
-    r.timeline.pushed = snap.pushed;
-    r.timeline.dropped = snap.dropped;
-    r.timeline.rows.reserve(snap.events.size());
+    r.timeline.rows.reserve(std::min<uint64_t>(m_ring.pushed(), m_ring.capacity()));
     uint16_t kindIndex[size_t(EventKind::Count)];
     for (size_t k = 0; k < size_t(EventKind::Count); ++k)
         kindIndex[k] = r.timeline.intern(eventKindName(EventKind(k)));
-    std::unordered_map<uint16_t, uint16_t> apiIndex;
-    for (const Event& e : snap.events) {
+    std::vector<int32_t> apiIndex;  // API id → index into the names, -1 until first seen
+    std::vector<uint8_t> referencedStack(m_stacks.size() + 1, 0);
+    const auto [pushed, dropped] = m_ring.forEachStable([&](const Event& e) {
         report::TimelineRow row;
         row.timeNs = e.timeNs;
         row.kind = size_t(e.kind) < size_t(EventKind::Count) ? kindIndex[size_t(e.kind)] : r.timeline.intern("unknown");
@@ -791,22 +789,33 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
         row.address = e.address;
         row.size = e.size;
         row.stream = e.stream;
-        auto it = apiIndex.find(e.api);
-        if (it == apiIndex.end())
-            it = apiIndex.emplace(e.api, r.timeline.intern(apiName(ApiId(e.api)))).first;
-        row.api = it->second;
+        if (e.api >= apiIndex.size())
+            apiIndex.resize(size_t(e.api) + 1, -1);
+        if (apiIndex[e.api] < 0)
+            apiIndex[e.api] = r.timeline.intern(apiName(ApiId(e.api)));
+        row.api = uint16_t(apiIndex[e.api]);
         row.stack = e.stack;
         row.thread = e.thread;
         row.error = e.error;
+        if (e.stack < referencedStack.size())
+            referencedStack[e.stack] = 1;
         r.timeline.rows.push_back(row);
-    }
+    });
+    r.timeline.pushed = pushed;
+    r.timeline.dropped = dropped;
 
     // Stacks referenced anywhere in the report, symbolized now.
     std::set<uint32_t> referenced;
     for (const report::Site& s : r.sites)
         referenced.insert(s.stack);
-    for (const report::TimelineRow& row : r.timeline.rows)
-        referenced.insert(row.stack);
+    for (uint32_t id = 1; id < referencedStack.size(); ++id) {  // the timeline's, marked above
+        if (referencedStack[id])
+            referenced.insert(id);
+    }
+    for (const report::TimelineRow& row : r.timeline.rows) {
+        if (row.stack >= referencedStack.size())
+            referenced.insert(row.stack);  // a stack interned while the rows were read
+    }
     if (r.trigger.stack)
         referenced.insert(*r.trigger.stack);
     referenced.insert(blockStacks.begin(), blockStacks.end());
@@ -886,9 +895,9 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     if (trigger.framework && trigger.framework->ignoredLines > 0)
         r.capture.notes.push_back(std::to_string(trigger.framework->ignoredLines) +
                                   " lines of the framework's state were not understood");
-    r.capture.eventsPushed = snap.pushed;
-    r.capture.eventsRecorded = snap.events.size();
-    r.capture.eventsDropped = snap.dropped;
+    r.capture.eventsPushed = r.timeline.pushed;
+    r.capture.eventsRecorded = r.timeline.rows.size();
+    r.capture.eventsDropped = r.timeline.dropped;
     r.capture.liveAllocations = live.size();
     r.capture.distinctStacks = m_stacks.size();
     r.capture.ringBytes = m_ring.memoryBytes();

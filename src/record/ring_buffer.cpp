@@ -1,5 +1,6 @@
 #include "record/ring_buffer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sys/mman.h>
 
@@ -55,35 +56,30 @@ void RingBuffer::push(const Event& event) noexcept
     slot.seq.store(2 * s + 2, std::memory_order_release);
 }
 
+bool RingBuffer::readStable(uint64_t s, Event* out) const noexcept
+{
+    const Slot& slot = m_slots[s & m_mask];
+    const uint64_t before = slot.seq.load(std::memory_order_acquire);
+    if (before != 2 * s + 2)
+        return false;  // still being written, or already overwritten by a newer lap
+    uint64_t words[kWords];
+    for (size_t i = 0; i < kWords; ++i)
+        words[i] = slot.words[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.seq.load(std::memory_order_relaxed) != before)
+        return false;
+    std::memcpy(out, words, sizeof(Event));
+    return true;
+}
+
 RingBuffer::Snapshot RingBuffer::snapshot(size_t maxEvents) const
 {
     Snapshot out;
     const uint64_t head = m_head.load(std::memory_order_acquire);
-    out.pushed = head;
-    if (!m_slots) {
-        out.dropped = head;
-        return out;
-    }
-    uint64_t begin = head > m_capacity ? head - m_capacity : 0;
-    if (head - begin > maxEvents)
-        begin = head - maxEvents;
-    out.events.reserve(head - begin);
-    for (uint64_t s = begin; s < head; ++s) {
-        const Slot& slot = m_slots[s & m_mask];
-        const uint64_t before = slot.seq.load(std::memory_order_acquire);
-        if (before != 2 * s + 2)
-            continue;  // still being written, or already overwritten by a newer lap
-        uint64_t words[kWords];
-        for (size_t i = 0; i < kWords; ++i)
-            words[i] = slot.words[i].load(std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (slot.seq.load(std::memory_order_relaxed) != before)
-            continue;
-        Event event;
-        std::memcpy(&event, words, sizeof(Event));
-        out.events.push_back(event);
-    }
-    out.dropped = head - out.events.size();
+    out.events.reserve(std::min<uint64_t>(std::min<uint64_t>(head, m_capacity), maxEvents));
+    const auto [pushed, dropped] = forEachStable([&](const Event& e) { out.events.push_back(e); }, maxEvents);
+    out.pushed = pushed;
+    out.dropped = dropped;
     return out;
 }
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace oomscope::record {
@@ -34,12 +35,36 @@ public:
     // Copies up to maxEvents of the newest events (all of them by default).
     Snapshot snapshot(size_t maxEvents = SIZE_MAX) const;
 
+    // The same walk without the copy: fn(const Event&) for each stable event, oldest first.
+    // Returns {pushed, dropped} as snapshot() counts them.
+    template <class Fn>
+    std::pair<uint64_t, uint64_t> forEachStable(Fn&& fn, size_t maxEvents = SIZE_MAX) const
+    {
+        const uint64_t head = m_head.load(std::memory_order_acquire);
+        if (!m_slots)
+            return {head, head};
+        uint64_t begin = head > m_capacity ? head - m_capacity : 0;
+        if (head - begin > maxEvents)
+            begin = head - maxEvents;
+        uint64_t recorded = 0;
+        for (uint64_t s = begin; s < head; ++s) {
+            Event event;
+            if (readStable(s, &event)) {
+                fn(event);
+                ++recorded;
+            }
+        }
+        return {head, head - recorded};
+    }
+
     size_t capacity() const { return m_capacity; }
     uint64_t pushed() const { return m_head.load(std::memory_order_relaxed); }
     size_t memoryBytes() const;
 
 private:
     static constexpr size_t kWords = sizeof(Event) / sizeof(uint64_t);
+    // Event s when its slot holds it whole (not being written, not overwritten by a newer lap).
+    bool readStable(uint64_t s, Event* out) const noexcept;
     // One cache line per slot: producers on adjacent slots never share a line. The payload is
     // kept in relaxed atomics so that the seqlock-style reader is race-free by the letter of
     // the memory model (they compile to plain moves on x86-64).
