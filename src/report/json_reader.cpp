@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <string_view>
 #include <sys/stat.h>
 
 namespace oomscope::report {
@@ -179,7 +181,50 @@ std::vector<MemoryRow> readMemoryRows(const Value& v)
     return rows;
 }
 
-void readTimeline(const Value& v, Timeline* tl)
+// One timeline row, checked, into tl (its names interned there). A million rows: the common
+// case reads the values directly; the path of a value is only spelled out for an error.
+void readTimelineRow(const Json& j, size_t index, Timeline* tl)
+{
+    constexpr size_t kWidth = sizeof(Timeline::kColumns) / sizeof(Timeline::kColumns[0]);
+    auto path = [&] { return "timeline.rows[" + std::to_string(index) + "]"; };
+    if (!j.is_array() || j.size() != kWidth)
+        failAt(path(), "expected a row of " + std::to_string(kWidth) + " values");
+    auto slow = [&](size_t i) { return Value(j[i], path() + "[" + std::to_string(i) + "]"); };
+    auto u64 = [&](size_t i) { return j[i].is_number_unsigned() ? j[i].get<uint64_t>() : slow(i).u64(); };
+    auto u32 = [&](size_t i) {
+        return j[i].is_number_unsigned() && j[i].get<uint64_t>() <= UINT32_MAX ? uint32_t(j[i].get<uint64_t>())
+                                                                                  : slow(i).u32();
+    };
+    auto i32 = [&](size_t i) {
+        if (j[i].is_number_integer() && !j[i].is_number_float()) {
+            const int64_t v = j[i].get<int64_t>();
+            if (v >= INT32_MIN && v <= INT32_MAX && !(j[i].is_number_unsigned() && j[i].get<uint64_t>() > INT32_MAX))
+                return int32_t(v);
+        }
+        return slow(i).i32();
+    };
+    auto name = [&](size_t i) {
+        return j[i].is_string() ? tl->intern(j[i].get_ref<const std::string&>()) : tl->intern(slow(i).str());
+    };
+    TimelineRow row;
+    row.timeNs = u64(0);
+    row.kind = name(1);
+    row.device = i32(2);
+    row.address = u64(3);
+    row.size = u64(4);
+    row.stream = u64(5);
+    row.api = name(6);
+    row.stack = u32(7);
+    row.thread = u32(8);
+    row.error = i32(9);
+    if (tl->names.size() > 60000)
+        failAt(path(), "too many distinct event and API names");
+    tl->rows.push_back(row);
+}
+
+// rowsRead: the rows, already taken out of the document while it was parsed (a million rows
+// as a DOM cost seconds and half a gigabyte), or null to read them from v.
+void readTimeline(const Value& v, Timeline* tl, Timeline* rowsRead)
 {
     const Value columns = v.at("columns");
     const std::vector<std::string> names = readStrings(columns);
@@ -191,26 +236,17 @@ void readTimeline(const Value& v, Timeline* tl)
             failAt(columns.path() + "[" + std::to_string(i) + "]",
                    "expected \"" + std::string(Timeline::kColumns[i]) + "\", got \"" + names[i] + "\"");
     }
-    const Value rows = v.at("rows");
-    tl->rows.reserve(rows.arraySize());
-    rows.forEach([&](const Value& r) {
-        if (r.arraySize() != kWidth)
-            failAt(r.path(), "expected a row of " + std::to_string(kWidth) + " values");
-        TimelineRow row;
-        row.timeNs = r.at(size_t(0)).u64();
-        row.kind = tl->intern(r.at(1).str());
-        row.device = r.at(2).i32();
-        row.address = r.at(3).u64();
-        row.size = r.at(4).u64();
-        row.stream = r.at(5).u64();
-        row.api = tl->intern(r.at(6).str());
-        row.stack = r.at(7).u32();
-        row.thread = r.at(8).u32();
-        row.error = r.at(9).i32();
-        if (tl->names.size() > 60000)
-            failAt(r.path(), "too many distinct event and API names");
-        tl->rows.push_back(row);
-    });
+    if (rowsRead) {
+        tl->names = std::move(rowsRead->names);
+        tl->rows = std::move(rowsRead->rows);
+        if (!v.json().contains("rows") || !v.at("rows").json().is_array())
+            failAt(v.path() + ".rows", "expected an array");
+    } else {
+        const Value rows = v.at("rows");
+        tl->rows.reserve(rows.arraySize());
+        for (size_t i = 0; i < rows.arraySize(); ++i)
+            readTimelineRow(rows.json()[i], i, tl);
+    }
     tl->capacity = v.at("capacity").u64();
     tl->pushed = v.at("pushed").u64();
     tl->dropped = v.at("dropped").u64();
@@ -236,7 +272,7 @@ Frame readFrame(const Value& v)
     return f;
 }
 
-void readAll(const Value& root, Report* r)
+void readAll(const Value& root, Report* r, Timeline* rowsRead)
 {
     root.expectObject();
     auto schemaIt = root.json().find("schema");
@@ -343,7 +379,7 @@ void readAll(const Value& root, Report* r)
         r->sites.push_back(std::move(site));
     });
 
-    readTimeline(root.at("timeline"), &r->timeline);
+    readTimeline(root.at("timeline"), &r->timeline, rowsRead);
 
     root.at("steps").forEach([&](const Value& s) {
         Step step;
@@ -442,7 +478,7 @@ void readAll(const Value& root, Report* r)
 
 // Nesting depth before parsing: nlohmann's parser recurses, and a file of a million '['
 // must be refused, not overflow the stack.
-bool depthWithin(const std::string& text, int limit, size_t* where)
+bool depthWithin(std::string_view text, int limit, size_t* where)
 {
     int depth = 0;
     bool inString = false;
@@ -471,7 +507,9 @@ bool depthWithin(const std::string& text, int limit, size_t* where)
 
 } // namespace
 
-bool readReport(const std::string& text, Report* out, std::string* error)
+namespace {
+
+bool readReportText(std::string_view text, Report* out, std::string* error)
 {
     size_t firstNonSpace = text.find_first_not_of(" \t\r\n");
     if (firstNonSpace == std::string::npos) {
@@ -483,9 +521,32 @@ bool readReport(const std::string& text, Report* out, std::string* error)
         *error = "not a report: nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " + std::to_string(where);
         return false;
     }
+    // timeline.rows are taken out while parsing (key "timeline" at depth 1, "rows" at depth 2,
+    // each row an array ending at depth 3): read into rows, then dropped from the document.
+    Timeline rows;
+    rows.rows.reserve(text.size() / 80);  // a row takes 60 to 100 bytes of JSON
+    bool inTimeline = false, inRows = false;
+    size_t rowIndex = 0;
+    Json::parser_callback_t takeRows = [&](int depth, Json::parse_event_t event, Json& parsed) {
+        if (event == Json::parse_event_t::key) {
+            if (depth == 1) {
+                inTimeline = parsed.is_string() && parsed.get_ref<const std::string&>() == "timeline";
+                inRows = false;
+            } else if (depth == 2 && inTimeline) {
+                inRows = parsed.is_string() && parsed.get_ref<const std::string&>() == "rows";
+            }
+        } else if (event == Json::parse_event_t::array_end && depth == 3 && inRows) {
+            readTimelineRow(parsed, rowIndex++, &rows);
+            return false;
+        }
+        return true;
+    };
     Json root;
     try {
-        root = Json::parse(text);
+        root = Json::parse(text.begin(), text.end(), takeRows);
+    } catch (const ReadError& e) {
+        *error = e.message;
+        return false;
     } catch (const Json::parse_error& e) {
         std::string what = e.what();
         // "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..."
@@ -501,7 +562,7 @@ bool readReport(const std::string& text, Report* out, std::string* error)
     }
     try {
         Report report;
-        readAll(Value(root, ""), &report);
+        readAll(Value(root, ""), &report, &rows);
         *out = std::move(report);
         return true;
     } catch (const ReadError& e) {
@@ -510,6 +571,13 @@ bool readReport(const std::string& text, Report* out, std::string* error)
         *error = std::string("invalid report: ") + e.what();
     }
     return false;
+}
+
+} // namespace
+
+bool readReport(const std::string& text, Report* out, std::string* error)
+{
+    return readReportText(text, out, error);
 }
 
 bool readReportFile(const std::string& path, Report* out, std::string* error)
@@ -523,18 +591,33 @@ bool readReportFile(const std::string& path, Report* out, std::string* error)
         *error = path + ": is a directory";
         return false;
     }
+    // One read into a string of the file's size (a report can be 70 MiB: no per-character
+    // stream iteration), then whatever a growing file added.
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         *error = path + ": " + std::strerror(errno);
         return false;
     }
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Uninitialised storage: zero-filling 70 MiB first costs as much as reading it.
+    size_t capacity = size_t(st.st_size > 0 ? st.st_size : 0) + 1;
+    std::unique_ptr<char[]> buffer(new char[capacity]);
+    size_t size = 0;
+    while (in) {
+        if (size == capacity) {
+            std::unique_ptr<char[]> bigger(new char[capacity * 2]);
+            std::memcpy(bigger.get(), buffer.get(), size);
+            buffer = std::move(bigger);
+            capacity *= 2;
+        }
+        in.read(buffer.get() + size, std::streamsize(capacity - size));
+        size += size_t(in.gcount());
+    }
     if (in.bad()) {
         *error = path + ": read error";
         return false;
     }
     std::string why;
-    if (!readReport(text, out, &why)) {
+    if (!readReportText(std::string_view(buffer.get(), size), out, &why)) {
         *error = path + ": " + why;
         return false;
     }
