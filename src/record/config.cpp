@@ -78,6 +78,8 @@ const Config& Config::get()
         c->quiet = envFlag("OOMSCOPE_QUIET", false);
         if (const char* ms = std::getenv("OOMSCOPE_OOM_EPISODE_MS"); ms && *ms)
             c->oomEpisodeMs = uint32_t(std::strtoul(ms, nullptr, 10));
+        if (const char* ms = std::getenv("OOMSCOPE_SAMPLE_MS"); ms && *ms)
+            c->sampleMs = uint32_t(std::strtoul(ms, nullptr, 10));
         return static_cast<const Config*>(c);
     }();
     return *config;

@@ -237,6 +237,7 @@ void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
         break;
     }
     push(EventKind::Alloc, alloc, 0, now);
+    maybeSample(now);
 }
 
 bool Recorder::recordFree(ApiId api, uint64_t address, uint64_t stream, EventKind kind) noexcept
@@ -398,44 +399,80 @@ std::string Recorder::frameworkOom(const FrameworkState& state, int device, uint
     return path;
 }
 
+report::Step Recorder::memorySample(const FrameworkState* state, uint64_t timeNs)
+{
+    report::Step step;
+    step.timeNs = timeNs;
+    for (int s = 1; s <= kMaxDevices; ++s) {
+        const int device = s - 1;
+        const FrameworkDevice* fw = state ? state->device(device) : nullptr;
+        const uint64_t tracked = liveBytes(device, MemKind::Device);
+        if (tracked == 0 && !fw && m_peakDevice[s].load(std::memory_order_relaxed) == 0)
+            continue;
+        report::StepDevice d;
+        d.device = device;
+        d.trackedBytes = tracked;
+        if (fw) {
+            d.allocatedBytes = fw->allocated;
+            d.reservedBytes = fw->reserved;
+            d.inactiveSplitBytes = fw->inactiveSplit;
+            d.peakAllocatedBytes = fw->allocatedPeak;
+            d.expandableSegments = fw->expandable;
+            d.segmentCount = fw->segmentCount;
+            d.largestFreeBlockBytes = state->largestFreeBlock(device);
+        }
+        step.devices.push_back(d);
+    }
+    sampleStepSites(state, step);
+    return step;
+}
+
+uint64_t Recorder::keepStep(report::Step step)
+{
+    std::lock_guard<std::mutex> lock(m_stepsMutex);
+    step.index = ++m_stepIndex;
+    if (m_steps.size() == kMaxSteps)
+        m_steps.pop_front();
+    m_steps.push_back(std::move(step));
+    return m_stepIndex;
+}
+
 void Recorder::recordStep(const FrameworkState* state) noexcept
 {
     markProcessActive();
+    m_sawStep.store(true, std::memory_order_relaxed);
     try {
-        report::Step step;
-        step.timeNs = monotonicNs();
-        for (int s = 1; s <= kMaxDevices; ++s) {
-            const int device = s - 1;
-            const FrameworkDevice* fw = state ? state->device(device) : nullptr;
-            const uint64_t tracked = liveBytes(device, MemKind::Device);
-            if (tracked == 0 && !fw && m_peakDevice[s].load(std::memory_order_relaxed) == 0)
-                continue;
-            report::StepDevice d;
-            d.device = device;
-            d.trackedBytes = tracked;
-            if (fw) {
-                d.allocatedBytes = fw->allocated;
-                d.reservedBytes = fw->reserved;
-                d.inactiveSplitBytes = fw->inactiveSplit;
-                d.peakAllocatedBytes = fw->allocatedPeak;
-                d.expandableSegments = fw->expandable;
-                d.segmentCount = fw->segmentCount;
-                d.largestFreeBlockBytes = state->largestFreeBlock(device);
-            }
-            step.devices.push_back(d);
-        }
-        sampleStepSites(state, step);
-        std::lock_guard<std::mutex> lock(m_stepsMutex);
-        step.index = ++m_stepIndex;
-        if (m_steps.size() == kMaxSteps)
-            m_steps.pop_front();
-        m_steps.push_back(step);
-        if (!m_stepApi)
-            m_stepApi = registerApi("step");
+        const uint64_t index = keepStep(memorySample(state, monotonicNs()));
         AllocRecord rec;
-        rec.api = m_stepApi;
-        rec.size = step.index;
+        {
+            std::lock_guard<std::mutex> lock(m_stepsMutex);
+            if (!m_stepApi)
+                m_stepApi = registerApi("step");
+            rec.api = m_stepApi;
+        }
+        rec.size = index;
         push(EventKind::Step, rec, 0);
+    } catch (...) {
+    }
+}
+
+void Recorder::maybeSample(uint64_t nowNs) noexcept
+{
+    const uint64_t period = uint64_t(Config::get().sampleMs) * 1000000ull;
+    if (period == 0 || m_sawStep.load(std::memory_order_relaxed))
+        return;
+    uint64_t last = m_lastSampleNs.load(std::memory_order_relaxed);
+    if (nowNs - last < period && last != 0)
+        return;
+    // One thread takes the sample; the others go on.
+    if (!m_lastSampleNs.compare_exchange_strong(last, nowNs, std::memory_order_relaxed))
+        return;
+    if (last == 0)
+        return;  // the first allocation starts the clock: no sample of an empty process
+    try {
+        report::Step step = memorySample(nullptr, nowNs);
+        step.source = "sample";
+        keepStep(std::move(step));
     } catch (...) {
     }
 }

@@ -111,6 +111,9 @@ public:
     // A training-step boundary (optimizer step, oomscope.step()): a timeline event and a
     // sample of every device's memory, with the framework's counters when given.
     void recordStep(const FrameworkState* state) noexcept;
+    // A periodic sample (OOMSCOPE_SAMPLE_MS) in a program without step events: called by
+    // recordAlloc when the last sample is older than that; a step event ends the sampling.
+    void maybeSample(uint64_t nowNs) noexcept;
 
     // Writes a report now. Returns the path written, or empty (one notice on stderr).
     std::string dump(const TriggerInfo& trigger);
@@ -130,6 +133,8 @@ public:
 
 private:
     void sampleStepSites(const FrameworkState* state, report::Step& step);
+    report::Step memorySample(const FrameworkState* state, uint64_t timeNs);
+    uint64_t keepStep(report::Step step);  // returns its index
     static std::atomic<Recorder*> s_instance;
 
     // timeNs: the event's time when the caller has read the clock already (0: read it now).
@@ -184,6 +189,8 @@ private:
     std::mutex m_stepsMutex;
     std::deque<report::Step> m_steps;
     uint64_t m_stepIndex = 0;
+    std::atomic<bool> m_sawStep{false};
+    std::atomic<uint64_t> m_lastSampleNs{0};
     ApiId m_stepApi;
     std::recursive_mutex m_dumpMutex;
 };

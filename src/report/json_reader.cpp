@@ -385,6 +385,11 @@ void readAll(const Value& root, Report* r, Timeline* rowsRead)
         Step step;
         step.index = s.at("index").u64();
         step.timeNs = s.at("time_ns").u64();
+        if (s.json().contains("source")) {
+            step.source = s.at("source").str();
+            if (step.source != "step" && step.source != "sample")
+                failAt(s.path() + ".source", "expected \"step\" or \"sample\"");
+        }
         s.at("devices").forEach([&](const Value& d) {
             StepDevice sd;
             sd.device = d.at("device").i64();

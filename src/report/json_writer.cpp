@@ -360,6 +360,7 @@ void writeAll(Writer& w, const Report& r)
         w.beginObject();
         w.field("index", s.index);
         w.field("time_ns", s.timeNs);
+        w.field("source", s.source);
         w.key("devices");
         w.beginArray();
         for (const StepDevice& d : s.devices) {

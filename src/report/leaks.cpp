@@ -116,17 +116,24 @@ std::optional<Pattern> patternOfLine(const std::string& text)
 
 std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
 {
+    // Step events when the program has them; periodic samples only in programs without.
+    const bool haveSteps = std::any_of(r.steps.begin(), r.steps.end(), [](const Step& s) { return s.source == "step"; });
+    std::vector<const Step*> steps;
+    for (const Step& s : r.steps) {
+        if (!haveSteps || s.source == "step")
+            steps.push_back(&s);
+    }
     std::vector<LeakFinding> out;
-    const size_t n = r.steps.size();
+    const size_t n = steps.size();
     std::set<int64_t> explained;  // devices with a leak found at stack level
     if (n >= o.minWarmup + o.minSteps) {
         const size_t warmup = std::max(o.minWarmup, size_t(double(n) * o.warmupFraction));
         std::vector<uint64_t> stepIndex;
         for (size_t i = warmup; i < n; ++i)
-            stepIndex.push_back(r.steps[i].index);
+            stepIndex.push_back(steps[i]->index);
         bool tensors = false;
-        for (const Step& s : r.steps)
-            tensors |= !s.tensors.empty();
+        for (const Step* s : steps)
+            tensors |= !s->tensors.empty();
         // A caching allocator's segments are its cache: they grow in steps as it warms up to
         // the sizes asked for, which is no leak. Its tensors (with history) or its allocated
         // bytes (device level) are followed instead.
@@ -134,7 +141,7 @@ std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
         // Stack level.
         std::map<std::pair<uint32_t, int64_t>, std::vector<std::optional<uint64_t>>> series;
         for (size_t i = warmup; i < n && stackLevel; ++i) {
-            for (const StepSite& site : tensors ? r.steps[i].tensors : r.steps[i].sites) {
+            for (const StepSite& site : tensors ? steps[i]->tensors : steps[i]->sites) {
                 auto& values = series[{site.stack, site.device}];
                 values.resize(stepIndex.size());
                 values[i - warmup] = site.bytes;
@@ -155,7 +162,7 @@ std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
         // stack explains it.
         std::map<int64_t, std::vector<std::optional<uint64_t>>> devices;
         for (size_t i = warmup; i < n; ++i) {
-            for (const StepDevice& d : r.steps[i].devices) {
+            for (const StepDevice& d : steps[i]->devices) {
                 auto& values = devices[d.device];
                 values.resize(stepIndex.size());
                 values[i - warmup] = d.allocatedBytes.value_or(d.trackedBytes);

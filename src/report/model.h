@@ -195,6 +195,10 @@ struct Step {
     // allocation (PyTorch with its history on).
     std::vector<StepSite> sites;
     std::vector<StepSite> tensors;
+    // "step" (a step event: optimizer step, oomscope.step(), oomscope_step()) or "sample"
+    // (a periodic sample, OOMSCOPE_SAMPLE_MS, in a program without step events). Key added
+    // after the first v1 fixtures: absent reads as "step".
+    std::string source = "step";
 
     bool operator==(const Step&) const = default;
 };

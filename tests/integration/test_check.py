@@ -75,6 +75,23 @@ def test_check_exit_statuses(build, tmp_path):
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("oomscope: error:"), (args, r.stderr)
 
 
+def test_a_loop_without_step_events_is_followed_by_periodic_samples(build, tmp_path):
+    out = tmp_path / "unmarked"
+    r = subprocess.run([build.oomscope, "run", "-o", str(out), "--check", "--", build.program("step_loop"), "unmarked"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(build.env(), OOMSCOPE_SAMPLE_MS="2"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "keep_step_history" in r.stdout and "per step over" in r.stdout, r.stdout
+    [path] = out.glob("oomscope-*-exit.json")
+    rep = t.load(path)
+    assert len(rep["steps"]) >= 10 and {s["source"] for s in rep["steps"]} == {"sample"}
+    # Without samples there is nothing to follow: only what is left at exit.
+    quiet = subprocess.run([build.oomscope, "run", "-o", str(tmp_path / "off"), "--check", "--",
+                            build.program("step_loop"), "unmarked"], capture_output=True, text=True, timeout=120,
+                           env=dict(build.env(), OOMSCOPE_SAMPLE_MS="0"))
+    assert "never freed before exit" in quiet.stdout, quiet.stdout
+
+
 def test_the_programs_failure_wins_over_the_check(build, tmp_path):
     r = oomscope(build, "run", "-o", str(tmp_path), "--check", "--", sys.executable, "-c", "raise SystemExit(3)")
     assert r.returncode == 3, r.stderr

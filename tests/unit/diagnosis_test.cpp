@@ -376,3 +376,20 @@ TEST_CASE("leaks kept by one line are one verdict, whatever line allocated them"
     // Without the source line, each allocating line is its own verdict.
     CHECK(blameLeaks(r, leaks, nullptr).size() == 2);
 }
+
+TEST_CASE("leaks: periodic samples count only in programs without step events", "[diagnosis][leaks]")
+{
+    Report samples = withSteps(linear(40, 0, 4 * MiB));
+    for (Step& s : samples.steps)
+        s.source = "sample";
+    REQUIRE(findLeaks(samples).size() == 1);  // no steps at all: the samples are followed
+    // Steps steady, samples (taken before the first step) growing: the steps decide.
+    Report mixed = withSteps(std::vector<uint64_t>(40, 9 * MiB));
+    for (size_t i = 0; i < 40; ++i) {
+        Step sample = mixed.steps[i];
+        sample.source = "sample";
+        sample.sites[0].bytes = i * 4 * MiB;
+        mixed.steps.push_back(sample);
+    }
+    CHECK(findLeaks(mixed).empty());
+}

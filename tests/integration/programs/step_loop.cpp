@@ -2,8 +2,11 @@
 // "leaky" also keeps one history buffer per step (the leak the check must name); "steady"
 // keeps a fixed set of buffers made at the first step (optimizer-state style), which is not.
 // Steps are marked through the C API, resolved with dlsym as the header advises.
+// "unmarked": the leaky loop without any step event, for 100 ms (memory samples,
+// OOMSCOPE_SAMPLE_MS, follow it instead).
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +45,17 @@ __attribute__((noinline)) void train_step(size_t bytes)
 
 int main(int argc, char** argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "unmarked") == 0) {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        int iterations = 0;
+        while (std::chrono::steady_clock::now() < end) {
+            train_step(32 << 20);
+            keep_step_history(64 << 10);
+            ++iterations;
+        }
+        std::printf("done unmarked %d iterations\n", iterations);
+        return 0;
+    }
     const bool leaky = argc > 1 && std::strcmp(argv[1], "leaky") == 0;
     const int steps = argc > 2 ? std::atoi(argv[2]) : 40;
     auto step = reinterpret_cast<void (*)(const char*)>(dlsym(RTLD_DEFAULT, "oomscope_step"));
