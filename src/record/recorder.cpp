@@ -430,6 +430,8 @@ report::Step Recorder::memorySample(const FrameworkState* state, uint64_t timeNs
 uint64_t Recorder::keepStep(report::Step step)
 {
     std::lock_guard<std::mutex> lock(m_stepsMutex);
+    if (step.source == "sample" && m_sawStep.load(std::memory_order_relaxed))
+        return m_stepIndex;  // a step event came while this sample was taken: it gives way
     step.index = ++m_stepIndex;
     if (m_steps.size() == kMaxSteps)
         m_steps.pop_front();
@@ -440,7 +442,13 @@ uint64_t Recorder::keepStep(report::Step step)
 void Recorder::recordStep(const FrameworkState* state) noexcept
 {
     markProcessActive();
-    m_sawStep.store(true, std::memory_order_relaxed);
+    if (!m_sawStep.exchange(true, std::memory_order_relaxed)) {
+        // The program has step events: the periodic samples taken before the first one (model
+        // loading) give way, so that steps are one per step event, numbered from 1.
+        std::lock_guard<std::mutex> lock(m_stepsMutex);
+        m_steps.clear();
+        m_stepIndex = 0;
+    }
     try {
         const uint64_t index = keepStep(memorySample(state, monotonicNs()));
         AllocRecord rec;

@@ -112,7 +112,8 @@ public:
     // sample of every device's memory, with the framework's counters when given.
     void recordStep(const FrameworkState* state) noexcept;
     // A periodic sample (OOMSCOPE_SAMPLE_MS) in a program without step events: called by
-    // recordAlloc when the last sample is older than that; a step event ends the sampling.
+    // recordAlloc when the last sample is older than that. The first step event ends the
+    // sampling and drops the samples taken so far: steps are then one per step event.
     void maybeSample(uint64_t nowNs) noexcept;
 
     // Writes a report now. Returns the path written, or empty (one notice on stderr).

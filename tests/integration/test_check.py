@@ -92,6 +92,19 @@ def test_a_loop_without_step_events_is_followed_by_periodic_samples(build, tmp_p
     assert "never freed before exit" in quiet.stdout, quiet.stdout
 
 
+def test_step_events_replace_the_samples_taken_before_them(build, tmp_path):
+    # Seen on the H200: a model load longer than OOMSCOPE_SAMPLE_MS left a sample in front of
+    # the optimizer steps. Steps are one per step event, numbered from 1.
+    out = tmp_path / "load"
+    r = subprocess.run([build.oomscope, "run", "-o", str(out), "--", build.program("step_loop"), "load-then-steps"],
+                       capture_output=True, text=True, timeout=120, env=dict(build.env(), OOMSCOPE_SAMPLE_MS="1"))
+    assert r.returncode == 0, r.stderr
+    [path] = out.glob("oomscope-*-exit.json")
+    steps = t.load(path)["steps"]
+    assert [s["index"] for s in steps] == list(range(1, 11)), [(s["index"], s["source"]) for s in steps]
+    assert {s["source"] for s in steps} == {"step"}
+
+
 def test_the_programs_failure_wins_over_the_check(build, tmp_path):
     r = oomscope(build, "run", "-o", str(tmp_path), "--check", "--", sys.executable, "-c", "raise SystemExit(3)")
     assert r.returncode == 3, r.stderr

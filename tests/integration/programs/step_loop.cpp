@@ -45,6 +45,20 @@ __attribute__((noinline)) void train_step(size_t bytes)
 
 int main(int argc, char** argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "load-then-steps") == 0) {
+        // A "model load" of 30 ms without steps (periodic samples are taken), then 10 steps.
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+        while (std::chrono::steady_clock::now() < end)
+            train_step(1 << 20);
+        auto step = reinterpret_cast<void (*)(const char*)>(dlsym(RTLD_DEFAULT, "oomscope_step"));
+        for (int i = 0; i < 10; ++i) {
+            train_step(32 << 20);
+            if (step)
+                step(nullptr);
+        }
+        std::printf("done load-then-steps\n");
+        return 0;
+    }
     if (argc > 1 && std::strcmp(argv[1], "unmarked") == 0) {
         const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
         int iterations = 0;
