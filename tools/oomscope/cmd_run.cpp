@@ -124,6 +124,11 @@ int runCommand(const RunOptions& options)
         // gives each live block its line (one trace entry kept: the blocks carry the stacks).
         setenv("OOMSCOPE_TORCH_HISTORY", "1", 1);
     }
+    if (!options.check.empty() && !std::getenv("OOMSCOPE_SAMPLE_MS")) {
+        // Programs without step events are followed by periodic samples (each takes a copy of
+        // the live allocations, inside an allocation: off in plain runs).
+        setenv("OOMSCOPE_SAMPLE_MS", "1000", 1);
+    }
     prependEnv("LD_PRELOAD", lib, ':');
     setenv("OOMSCOPE_OUTPUT_DIR", outputDir.c_str(), 1);
     const std::string python = dirName(dirName(lib)) + "/share/oomscope/python";
