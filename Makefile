@@ -6,6 +6,8 @@
 #   make install   PREFIX=/opt/oomscope: a relocatable install tree
 #   make gpu-test  tests/gpu/run_all.sh against an install in $(BUILD)/dist (needs a GPU)
 #   make bench     the CPU benchmarks (bench/run_cpu.sh; figures in docs/BENCHMARKS.md)
+#   make test-asan the unit tests and the CLI (on every report fixture) under ASan + UBSan
+#   make test-tsan the unit tests (concurrent ring, live map, stack table, recorder) under TSan
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -18,7 +20,7 @@ DEBIAN_PACKAGES := cmake ninja-build g++ make binutils pkg-config \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test demo install gpu-test bench clean
+.PHONY: all deps build test demo install gpu-test bench test-asan test-tsan clean
 
 all: build
 
@@ -59,6 +61,28 @@ gpu-test: build
 
 bench: build
 	bench/run_cpu.sh $(BUILD)
+
+# Sanitizer builds of what runs in-process in tests (the preload's integration tests need the
+# sanitizer runtime preloaded before it and are not part of these yet).
+SAN_FLAGS_asan := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_FLAGS_tsan := -fsanitize=thread -fno-omit-frame-pointer
+
+test-asan: deps
+	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOOMSCOPE_BUILD_CUDA_EXAMPLES=OFF \
+	  "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_asan)" "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_asan)" >/dev/null
+	cmake --build $(BUILD)-asan -j $(JOBS) --target unit_tests oomscope_cli
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/unit_tests
+	@for f in tests/fixtures/v1/*.json; do \
+	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/oomscope report $$f >/dev/null || exit 1; done; \
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/oomscope check tests/fixtures/v1/*.json --max-peak 1GiB \
+	  --max-fragmentation 10 >/dev/null; [ $$? -eq 1 ] && echo "make test-asan: clean"
+
+test-tsan: deps
+	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOOMSCOPE_BUILD_CUDA_EXAMPLES=OFF \
+	  "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_tsan)" "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_tsan)" >/dev/null
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target unit_tests
+	TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/bin/unit_tests
+	@echo "make test-tsan: clean"
 
 clean:
 	rm -rf $(BUILD)
