@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <cupti_callbacks.h>
 
 #undef cuGetProcAddress
 #undef cuDeviceGetUuid

@@ -20,7 +20,8 @@
 
 namespace oomscope::interpose {
 
-enum class Family : uint8_t { Runtime, Driver, Loader };
+enum class Family : uint8_t { Runtime, Driver, Loader, Cupti };
+constexpr size_t kFamilyCount = 4;
 
 enum class HookId : uint16_t {
 #define OOMSCOPE_HOOK(family, name) name,

@@ -34,6 +34,7 @@ struct FamilyLibrary {
 const char* const kRuntimeSonames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", nullptr};
 const char* const kDriverSonames[] = {"libcuda.so.1", "libcuda.so", nullptr};
 const char* const kLoaderSonames[] = {"libc.so.6", nullptr};
+const char* const kCuptiSonames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so", nullptr};
 
 FamilyLibrary libraryOf(Family family)
 {
@@ -41,11 +42,12 @@ FamilyLibrary libraryOf(Family family)
     case Family::Runtime: return {kRuntimeSonames, "libcudart"};
     case Family::Driver: return {kDriverSonames, "libcuda.so"};
     case Family::Loader: return {kLoaderSonames, "libc.so"};
+    case Family::Cupti: return {kCuptiSonames, "libcupti"};
     }
     return {kLoaderSonames, "libc.so"};
 }
 
-std::atomic<void*> g_familyHandle[3];
+std::atomic<void*> g_familyHandle[kFamilyCount];
 
 bool inOwnModule(const void* p)
 {

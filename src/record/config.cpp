@@ -78,6 +78,12 @@ const Config& Config::get()
         c->quiet = envFlag("OOMSCOPE_QUIET", false);
         if (const char* ms = std::getenv("OOMSCOPE_OOM_EPISODE_MS"); ms && *ms)
             c->oomEpisodeMs = uint32_t(std::strtoul(ms, nullptr, 10));
+        if (const char* mode = std::getenv("OOMSCOPE_CUPTI"); mode && *mode) {
+            const std::string m = mode;
+            c->cupti = m == "0" || m == "off" || m == "no" ? "off" : m == "1" || m == "on" || m == "yes" ? "on" : "auto";
+        }
+        if (const char* lib = std::getenv("OOMSCOPE_CUPTI_LIB"); lib && *lib)
+            c->cuptiLib = lib;
         if (const char* ms = std::getenv("OOMSCOPE_SAMPLE_MS"); ms && *ms)
             c->sampleMs = uint32_t(std::strtoul(ms, nullptr, 10));
         return static_cast<const Config*>(c);

@@ -18,6 +18,9 @@ struct Config {
     bool quiet = false;             // OOMSCOPE_QUIET=1: no notice on stderr when a report is written
     uint32_t signalTimeoutMs = 10000;  // how long a fatal signal waits for its report
     uint32_t oomEpisodeMs = 2000;   // OOMSCOPE_OOM_EPISODE_MS: failures closer than this are one episode
+    std::string cupti = "auto";     // OOMSCOPE_CUPTI=auto|on|off: the CUPTI cross-check (auto: on
+                                    // unless another subscriber holds CUPTI's one slot)
+    std::string cuptiLib;           // OOMSCOPE_CUPTI_LIB: the libcupti to load (default: searched)
     uint32_t sampleMs = 0;          // OOMSCOPE_SAMPLE_MS: memory samples this often in programs without
                                     // step events, taken by an allocation (0: none; run --check: 1000)
 

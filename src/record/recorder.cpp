@@ -116,6 +116,15 @@ Recorder* Recorder::start(void (*configure)(Recorder&))
     return recorder;
 }
 
+void Recorder::addCaptureSource(CaptureSource* source) noexcept
+{
+    for (auto& slot : m_captureSources) {
+        CaptureSource* expected = nullptr;
+        if (slot.compare_exchange_strong(expected, source, std::memory_order_acq_rel) || expected == source)
+            return;
+    }
+}
+
 void Recorder::setOwnModule(uint64_t begin, uint64_t end)
 {
     m_ownBegin.store(begin, std::memory_order_relaxed);
@@ -688,6 +697,7 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     report::Report r;
     r.tool.version = OOMSCOPE_VERSION;
     r.tool.options["ring_events"] = std::to_string(m_ring.capacity());
+    r.tool.options["cupti"] = Config::get().cupti;
     r.tool.options["stack_depth"] = std::to_string(m_stackDepth);
     r.tool.options["output_dir"] = config.outputDir.empty() ? "." : config.outputDir;
     r.tool.options["exit_report"] = config.exitReport ? "1" : "0";
@@ -849,6 +859,13 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     r.timeline.pushed = pushed;
     r.timeline.dropped = dropped;
 
+    // The capture backends: their names, coverage and notes (a coverage's stacks are
+    // referenced below).
+    for (auto& slot : m_captureSources) {
+        if (CaptureSource* source = slot.load(std::memory_order_acquire))
+            source->describe(r.capture);
+    }
+
     // Stacks referenced anywhere in the report, symbolized now.
     std::set<uint32_t> referenced;
     for (const report::Site& s : r.sites)
@@ -869,6 +886,10 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
             for (const report::StepSite& site : *list)
                 referenced.insert(site.stack);
         }
+    }
+    if (r.capture.coverage) {
+        for (const report::MissedAllocation& m : r.capture.coverage->missedAllocations)
+            referenced.insert(m.stack);
     }
     referenced.erase(0);
 
@@ -931,7 +952,6 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     }
 
     // Capture.
-    r.capture.backends.push_back("interpose");
     {
         std::lock_guard<std::mutex> lock(m_frameworkMutex);
         if (!m_framework.empty())

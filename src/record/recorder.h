@@ -34,6 +34,14 @@ public:
     virtual std::vector<report::Pool> probePools(const std::vector<uint64_t>& explicitPools) = 0;
 };
 
+// What a capture backend adds to a report's capture section at a trigger: its name in
+// `backends`, its coverage, its notes. Provided by src/interpose and src/cupti.
+class CaptureSource {
+public:
+    virtual ~CaptureSource() = default;
+    virtual void describe(report::Capture& capture) = 0;  // dump time
+};
+
 enum class TriggerKind { Oom, Exit, Signal, Request };
 const char* triggerKindName(TriggerKind kind);
 
@@ -72,6 +80,8 @@ public:
     const char* apiName(ApiId id) const;
 
     void setDeviceProbe(DeviceProbe* probe) { m_probe.store(probe, std::memory_order_release); }
+    // Capture backends, asked in order at every trigger. At most kMaxCaptureSources.
+    void addCaptureSource(CaptureSource* source) noexcept;
     // The module of the capture layer: its frames are cut off the top of every stack.
     void setOwnModule(uint64_t begin, uint64_t end);
 
@@ -157,6 +167,8 @@ private:
     VmmTable m_vmm;
     StackTable m_stacks;
     std::atomic<DeviceProbe*> m_probe{nullptr};
+    static constexpr size_t kMaxCaptureSources = 4;
+    std::atomic<CaptureSource*> m_captureSources[kMaxCaptureSources] = {};
     std::atomic<uint64_t> m_ownBegin{0};
     std::atomic<uint64_t> m_ownEnd{0};
     int m_stackDepth;

@@ -471,6 +471,27 @@ void readAll(const Value& root, Report* r, Timeline* rowsRead)
     r->capture.unknownFrees = c.at("unknown_frees").u64();
     r->capture.unwinder = c.at("unwinder").str();
     r->capture.notes = readStrings(c.at("notes"));
+    // Added with the CUPTI backend: optional.
+    if (c.json().contains("coverage")) {
+        const Value cov = c.at("coverage");
+        Coverage coverage;
+        coverage.cupti = cov.at("cupti").str();
+        coverage.library = cov.at("library").str();
+        coverage.confirmed = cov.at("confirmed").u64();
+        coverage.missed = cov.at("missed").u64();
+        coverage.missedBytes = cov.at("missed_bytes").u64();
+        cov.at("missed_allocations").forEach([&](const Value& m) {
+            MissedAllocation missed;
+            missed.api = m.at("api").str();
+            missed.size = m.at("size").u64();
+            missed.device = int(m.at("device").i64());
+            missed.address = m.at("address").u64();
+            missed.timeNs = m.at("time_ns").u64();
+            missed.stack = m.at("stack").u32();
+            coverage.missedAllocations.push_back(std::move(missed));
+        });
+        r->capture.coverage = std::move(coverage);
+    }
 
     // Cross-references: every stack id used must be defined, and every module id.
     for (const Stack& s : r->stacks) {

@@ -510,6 +510,30 @@ void writeAll(Writer& w, const Report& r)
     w.field("unwinder", c.unwinder);
     w.key("notes");
     writeStringArray(w, c.notes);
+    if (c.coverage) {
+        const Coverage& cov = *c.coverage;
+        w.key("coverage");
+        w.beginObject();
+        w.field("cupti", cov.cupti);
+        w.field("library", cov.library);
+        w.field("confirmed", cov.confirmed);
+        w.field("missed", cov.missed);
+        w.field("missed_bytes", cov.missedBytes);
+        w.key("missed_allocations");
+        w.beginArray();
+        for (const MissedAllocation& m : cov.missedAllocations) {
+            w.beginObject();
+            w.field("api", m.api);
+            w.field("size", m.size);
+            w.field("device", int64_t(m.device));
+            w.field("address", m.address);
+            w.field("time_ns", m.timeNs);
+            w.field("stack", m.stack);
+            w.endObject();
+        }
+        w.endArray();
+        w.endObject();
+    }
     w.endObject();
 
     w.endObject();

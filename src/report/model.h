@@ -251,6 +251,31 @@ struct Module {
     bool operator==(const Module&) const = default;
 };
 
+// CUPTI's cross-check of the interposer (src/cupti): what CUPTI saw that no hook recorded.
+struct MissedAllocation {
+    std::string api;     // the CUDA function CUPTI reported
+    uint64_t size = 0;
+    int device = -1;
+    uint64_t address = 0;
+    uint64_t timeNs = 0;
+    uint32_t stack = 0;  // 0: none
+
+    bool operator==(const MissedAllocation&) const = default;
+};
+
+struct Coverage {
+    // active | yielded (the program's profiler subscribed) | busy (another subscriber held
+    // the slot at start) | absent | too_old | failed | off
+    std::string cupti;
+    std::string library;          // the libcupti loaded, when one was
+    uint64_t confirmed = 0;       // allocations CUPTI saw that a hook had recorded
+    uint64_t missed = 0;          // allocations CUPTI saw that no hook had recorded
+    uint64_t missedBytes = 0;
+    std::vector<MissedAllocation> missedAllocations;  // the first ones, with their stacks
+
+    bool operator==(const Coverage&) const = default;
+};
+
 struct Capture {
     std::vector<std::string> backends;
     uint64_t eventsPushed = 0;
@@ -264,6 +289,7 @@ struct Capture {
     uint64_t unknownFrees = 0;
     std::string unwinder;
     std::vector<std::string> notes;  // what the capture lost or could not do
+    std::optional<Coverage> coverage;  // absent when CUPTI was never tried (older reports)
 
     bool operator==(const Capture&) const = default;
 };

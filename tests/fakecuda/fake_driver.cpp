@@ -11,6 +11,9 @@
 // Not a CUDA emulator: no kernels, copies are memcpy, streams are ignored.
 #include "interpose/cuda_extra.h"
 
+#include <cupti.h>  // callback ids and parameter structs, for the fake CUPTI's callbacks
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -132,6 +135,40 @@ CUcontext currentContext()
 {
     return t_contextDepth == 0 ? nullptr : t_contexts[t_contextDepth - 1];
 }
+
+// ---- CUPTI callbacks (tests/fakecuda/fake_cupti.cpp subscribes through this door): the memory
+// functions below report their entry and exit, as the real driver does to CUPTI.
+using FakeCuptiDispatch = void (*)(CUpti_CallbackDomain, CUpti_CallbackId, const CUpti_CallbackData*);
+std::atomic<FakeCuptiDispatch> g_cuptiDispatch{nullptr};
+
+template <class Body>
+CUresult traced(CUpti_CallbackId cbid, const char* name, const void* params, Body body)
+{
+    const FakeCuptiDispatch dispatch = g_cuptiDispatch.load(std::memory_order_acquire);
+    if (!dispatch)
+        return body();
+    CUresult rc = CUDA_SUCCESS;
+    CUpti_CallbackData data{};
+    data.callbackSite = CUPTI_API_ENTER;
+    data.functionName = name;
+    data.functionParams = params;
+    data.functionReturnValue = &rc;
+    data.context = currentContext();
+    dispatch(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &data);
+    rc = body();
+    data.callbackSite = CUPTI_API_EXIT;
+    dispatch(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &data);
+    return rc;
+}
+
+} // namespace
+
+FAKE_EXPORT void fakecuda_set_cupti_dispatch(FakeCuptiDispatch dispatch)
+{
+    g_cuptiDispatch.store(dispatch, std::memory_order_release);
+}
+
+namespace {
 
 bool unbacked()
 {
@@ -261,6 +298,16 @@ FAKE_EXPORT CUresult cuInit(unsigned int flags)
 {
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    // As the real driver: the first cuInit opens the library named by CUDA_INJECTION64_PATH
+    // and calls its InitializeInjection.
+    static std::atomic<bool> injected{false};
+    if (!injected.exchange(true)) {
+        const char* path = std::getenv("CUDA_INJECTION64_PATH");
+        if (void* lib = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr) {
+            if (auto init = reinterpret_cast<int (*)()>(dlsym(lib, "InitializeInjection")))
+                init();
+        }
+    }
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     s.initialized = true;
@@ -454,7 +501,15 @@ FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total)
 
 // ---- classic allocations ----
 
+static CUresult cuMemAlloc_v2_impl(CUdeviceptr* dptr, size_t bytes);
+
 FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes)
+{
+    cuMemAlloc_v2_params params{dptr, bytes};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2", &params, [&] { return cuMemAlloc_v2_impl(dptr, bytes); });
+}
+
+static CUresult cuMemAlloc_v2_impl(CUdeviceptr* dptr, size_t bytes)
 {
     return deviceAlloc(reinterpret_cast<uint64_t*>(dptr), bytes, Kind::Device);
 }
@@ -471,20 +526,44 @@ FAKE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t
     return rc;
 }
 
+static CUresult cuMemAllocManaged_impl(CUdeviceptr* dptr, size_t bytes, unsigned int flags);
+
 FAKE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags)
+{
+    cuMemAllocManaged_params params{dptr, bytes, flags};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, "cuMemAllocManaged", &params, [&] { return cuMemAllocManaged_impl(dptr, bytes, flags); });
+}
+
+static CUresult cuMemAllocManaged_impl(CUdeviceptr* dptr, size_t bytes, unsigned int flags)
 {
     (void)flags;
     return deviceAlloc(reinterpret_cast<uint64_t*>(dptr), bytes, Kind::Managed);
 }
 
+static CUresult cuMemFree_v2_impl(CUdeviceptr dptr);
+
 FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    cuMemFree_v2_params params{dptr};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, "cuMemFree_v2", &params, [&] { return cuMemFree_v2_impl(dptr); });
+}
+
+static CUresult cuMemFree_v2_impl(CUdeviceptr dptr)
 {
     if (dptr == 0)
         return CUDA_SUCCESS;
     return release(dptr, false);
 }
 
+static CUresult cuMemHostAlloc_impl(void** pp, size_t bytes, unsigned int flags);
+
 FAKE_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags)
+{
+    cuMemHostAlloc_params params{pp, bytes, flags};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, "cuMemHostAlloc", &params, [&] { return cuMemHostAlloc_impl(pp, bytes, flags); });
+}
+
+static CUresult cuMemHostAlloc_impl(void** pp, size_t bytes, unsigned int flags)
 {
     (void)flags;
     if (!pp)
@@ -501,7 +580,15 @@ FAKE_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytes)
     return cuMemHostAlloc(pp, bytes, 0);
 }
 
+static CUresult cuMemFreeHost_impl(void* p);
+
 FAKE_EXPORT CUresult cuMemFreeHost(void* p)
+{
+    cuMemFreeHost_params params{p};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost, "cuMemFreeHost", &params, [&] { return cuMemFreeHost_impl(p); });
+}
+
+static CUresult cuMemFreeHost_impl(void* p)
 {
     return release(uint64_t(p), true);
 }
@@ -535,7 +622,15 @@ FAKE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t byte
     return cuMemAllocFromPoolAsync(dptr, bytes, pool, stream);
 }
 
+static CUresult cuMemAllocAsync_impl(CUdeviceptr* dptr, size_t bytes, CUstream stream);
+
 FAKE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream)
+{
+    cuMemAllocAsync_params params{dptr, bytes, stream};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, "cuMemAllocAsync", &params, [&] { return cuMemAllocAsync_impl(dptr, bytes, stream); });
+}
+
+static CUresult cuMemAllocAsync_impl(CUdeviceptr* dptr, size_t bytes, CUstream stream)
 {
     CUcontext ctx = currentContext();
     if (!ctx)
@@ -548,7 +643,15 @@ FAKE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstr
     return cuMemAllocAsync(dptr, bytes, stream);
 }
 
-FAKE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream)
+static CUresult cuMemFreeAsync_impl(CUdeviceptr dptr, CUstream);
+
+FAKE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+    cuMemFreeAsync_params params{dptr, stream};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, "cuMemFreeAsync", &params, [&] { return cuMemFreeAsync_impl(dptr, stream); });
+}
+
+static CUresult cuMemFreeAsync_impl(CUdeviceptr dptr, CUstream)
 {
     return release(dptr, false);
 }
@@ -600,8 +703,15 @@ FAKE_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, const CU
     return CUDA_SUCCESS;
 }
 
-FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
-                                  unsigned long long flags)
+static CUresult cuMemCreate_impl(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long flags);
+
+FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long flags)
+{
+    cuMemCreate_params params{handle, size, prop, flags};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, "cuMemCreate", &params, [&] { return cuMemCreate_impl(handle, size, prop, flags); });
+}
+
+static CUresult cuMemCreate_impl(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long flags)
 {
     if (!handle || !prop || flags != 0 || size == 0 || size % kGranularity != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -623,7 +733,15 @@ FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t si
     return CUDA_SUCCESS;
 }
 
+static CUresult cuMemRelease_impl(CUmemGenericAllocationHandle handle);
+
 FAKE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    cuMemRelease_params params{handle};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemRelease, "cuMemRelease", &params, [&] { return cuMemRelease_impl(handle); });
+}
+
+static CUresult cuMemRelease_impl(CUmemGenericAllocationHandle handle)
 {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -664,8 +782,15 @@ FAKE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     return CUDA_SUCCESS;
 }
 
-FAKE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                               unsigned long long flags)
+static CUresult cuMemMap_impl(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags);
+
+FAKE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    cuMemMap_params params{ptr, size, offset, handle, flags};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemMap, "cuMemMap", &params, [&] { return cuMemMap_impl(ptr, size, offset, handle, flags); });
+}
+
+static CUresult cuMemMap_impl(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
     if (offset != 0 || flags != 0 || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -680,7 +805,15 @@ FAKE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmem
     return CUDA_SUCCESS;
 }
 
+static CUresult cuMemUnmap_impl(CUdeviceptr ptr, size_t size);
+
 FAKE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    cuMemUnmap_params params{ptr, size};
+    return traced(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, "cuMemUnmap", &params, [&] { return cuMemUnmap_impl(ptr, size); });
+}
+
+static CUresult cuMemUnmap_impl(CUdeviceptr ptr, size_t size)
 {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);

@@ -45,6 +45,16 @@ def run_oomscope(oomscope, cmd, outdir, env=None, timeout=300, cwd=None):
     return Run(proc, outdir, reports_in(outdir))
 
 
+def run_oomscope_via(oomscope, cmd, outdir, via, env=None, timeout=300):
+    """Runs `oomscope run --via=VIA -o outdir -- cmd` and collects the reports by trigger kind."""
+    os.makedirs(outdir, exist_ok=True)
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run([oomscope, "run", "--via=" + via, "-o", outdir, "--"] + list(cmd), env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+    return Run(proc, outdir, reports_in(outdir))
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)

@@ -99,7 +99,15 @@ report::Report sampleReport()
     r.stacks.push_back(Stack{2, {native, unknown}});
     r.stacks.push_back(Stack{3, {native}});
     r.modules.push_back(Module{1, "/usr/lib/libc10_cuda.so", "0123456789abcdef", 0x7f1000000000});
-    r.capture.backends = {"interpose", "torch"};
+    r.capture.backends = {"interpose", "cupti", "torch"};
+    Coverage coverage;
+    coverage.cupti = "active";
+    coverage.library = "/opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13";
+    coverage.confirmed = 12;
+    coverage.missed = 1;
+    coverage.missedBytes = 2 << 20;
+    coverage.missedAllocations.push_back(MissedAllocation{"cuMemAlloc_v2", 2 << 20, 0, 0x7f2000000000, 1000, 3});
+    r.capture.coverage = coverage;
     r.capture.eventsPushed = 3;
     r.capture.eventsRecorded = 3;
     r.capture.liveAllocations = 13;

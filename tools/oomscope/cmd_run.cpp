@@ -1,6 +1,7 @@
-// oomscope run [--output-dir D] -- CMD...: runs CMD with liboomscope.so preloaded (found in
-// this install tree: <prefix>/bin/oomscope → <prefix>/lib/liboomscope.so), waits, lists the
-// reports that appeared and exits as CMD did (the same status, or the same signal).
+// oomscope run [--output-dir D] [--via=preload|inject] -- CMD...: runs CMD with liboomscope.so
+// preloaded, or injected through CUDA_INJECTION64_PATH (found in this install tree:
+// <prefix>/bin/oomscope → <prefix>/lib/liboomscope.so), waits, lists the reports that appeared
+// and exits as CMD did (the same status, or the same signal).
 #include "commands.h"
 
 #include <cerrno>
@@ -129,7 +130,18 @@ int runCommand(const RunOptions& options)
         // the live allocations, inside an allocation: off in plain runs).
         setenv("OOMSCOPE_SAMPLE_MS", "1000", 1);
     }
-    prependEnv("LD_PRELOAD", lib, ':');
+    if (options.via == "inject") {
+        // The driver opens the library in cuInit and calls InitializeInjection: CUPTI's
+        // callbacks are the capture. One injection library per process: never replace another's.
+        if (const char* other = std::getenv("CUDA_INJECTION64_PATH"); other && *other) {
+            logError(std::string("run: CUDA_INJECTION64_PATH is already set (") + other +
+                     "): another tool injects into CUDA; use --via=preload");
+            return kExitUsage;
+        }
+        setenv("CUDA_INJECTION64_PATH", absolute(lib).c_str(), 1);
+    } else {
+        prependEnv("LD_PRELOAD", lib, ':');
+    }
     setenv("OOMSCOPE_OUTPUT_DIR", outputDir.c_str(), 1);
     const std::string python = dirName(dirName(lib)) + "/share/oomscope/python";
     if (isDir(python))

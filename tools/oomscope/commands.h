@@ -29,6 +29,7 @@ struct RunOptions {
     std::string outputDir;
     std::vector<std::string> command;
     std::string check;  // --check[=RULES]: empty when not asked
+    std::string via = "preload";  // preload (LD_PRELOAD) | inject (CUDA_INJECTION64_PATH, CUPTI alone)
     CheckOptions checkOptions;
 };
 int runCommand(const RunOptions& options);

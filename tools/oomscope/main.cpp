@@ -28,6 +28,11 @@ int main(int argc, char** argv)
     runCmd->add_option("--max-fragmentation", run.checkOptions.maxFragmentation,
                        "With --check: the fragmentation limit in percent");
     runCmd->add_option("--junit", run.checkOptions.junit, "With --check: write the verdict as JUnit XML to FILE");
+    runCmd->add_option("--via", run.via,
+                       "How the library enters the program: preload (LD_PRELOAD, the default) or inject "
+                       "(CUDA_INJECTION64_PATH: CUPTI callbacks alone, for static runtimes and where LD_PRELOAD "
+                       "is unwelcome)")
+        ->check(CLI::IsMember({"preload", "inject"}));
     // Everything from the first argument that is not one of run's options on is the command,
     // passed through untouched (its own options included); a leading "--" is optional.
     runCmd->prefix_command();

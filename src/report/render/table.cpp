@@ -323,6 +323,42 @@ void renderEvents(const Report& r, const RenderOptions& o, const Style& s, std::
     out << "\n";
 }
 
+// CUPTI's cross-check: a warning when it saw allocations no hook recorded, one dim line
+// otherwise. Loaded through CUDA_INJECTION64_PATH alone, CUPTI is the capture: no warning.
+void renderCoverage(const Report& r, const RenderOptions& o, const Style& s, std::ostream& out)
+{
+    if (!r.capture.coverage)
+        return;
+    const Coverage& c = *r.capture.coverage;
+    const bool interposed =
+        std::find(r.capture.backends.begin(), r.capture.backends.end(), "interpose") != r.capture.backends.end();
+    const std::string counts = std::to_string(c.confirmed + c.missed) + " allocations";
+    if (!interposed) {
+        out << s.dim("capture through CUPTI callbacks (" + c.cupti + "): " + counts) << "\n";
+        return;
+    }
+    if (c.missed > 0) {
+        out << s.red("warning:") << " CUPTI saw " << c.missed << (c.missed == 1 ? " allocation" : " allocations") << " ("
+            << formatBytes(c.missedBytes) << ") that no hook recorded; recorded from CUPTI instead:\n";
+        const size_t shown = std::min<size_t>(c.missedAllocations.size(), 5);
+        for (size_t i = 0; i < shown; ++i) {
+            const MissedAllocation& m = c.missedAllocations[i];
+            out << "  " << m.api << " " << formatBytes(m.size) << " on device " << m.device << "\n";
+            renderStack(r, m.stack, std::min<size_t>(o.stackFrames, 4), o.nativeFrames, "      ", s, out);
+        }
+        if (c.missed > shown)
+            out << "  " << s.dim("... " + std::to_string(c.missed - shown) + " more") << "\n";
+        return;
+    }
+    if (c.cupti == "active")
+        out << s.dim("CUPTI cross-check: " + counts + ", every one recorded by a hook") << "\n";
+    else if (c.cupti == "yielded")
+        out << s.dim("CUPTI cross-check: " + counts + ", every one recorded by a hook, until the program's "
+                     "profiler took the CUPTI slot") << "\n";
+    else
+        out << s.dim("CUPTI cross-check off (" + c.cupti + ")") << "\n";
+}
+
 } // namespace
 
 std::string describeFrame(const Report& r, const Frame& f)
@@ -362,6 +398,7 @@ void renderReport(const Report& r, const RenderOptions& o, std::ostream& out)
         << "\n";
     for (const std::string& note : c.notes)
         out << "  note: " << note << "\n";
+    renderCoverage(r, o, s, out);
 }
 
 } // namespace oomscope::report
