@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <sys/stat.h>
+#include <unordered_set>
 #include <vector>
 
 namespace oomscope::cupti {
@@ -56,6 +57,9 @@ struct State {
     uint64_t yieldedNs = 0;
     CUpti_SubscriberHandle subscriber = nullptr;
     UnsubscribeFn unsubscribe = nullptr;
+
+    std::mutex originMutex;  // the allocations CUPTI recorded: their runtime frees are ours too
+    std::unordered_set<uint64_t> origin;
 
     std::atomic<bool> active{false};
     std::atomic<uint64_t> confirmed{0};
@@ -144,8 +148,23 @@ std::string loadedPath(void* handle, void* symbol)
     return {};
 }
 
-// The callback: memory callback ids only; no lock, no allocation but the recorder's own.
+// The callback: memory callback ids only; no lock on the common path (calls the hooks saw).
 void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);
+
+void noteCuptiOrigin(uint64_t address)
+{
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.originMutex);
+    s.origin.insert(address);
+}
+
+// True (and forgotten) when CUPTI recorded the allocation at address.
+bool takeCuptiOrigin(uint64_t address)
+{
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.originMutex);
+    return s.origin.erase(address) > 0;
+}
 
 void recordCall(const Call& c)
 {
@@ -193,11 +212,15 @@ void recordCall(const Call& c)
         } else {
             r->recordVmmCreate(a);
         }
+        noteCuptiOrigin(c.address);
         missed(a);
         return;
     case Op::Free:
-        if (c.address)
+        if (c.address) {
             r->recordFree(a.api, c.address, c.stream);
+            if (spec.domain == CUPTI_CB_DOMAIN_DRIVER_API)
+                takeCuptiOrigin(c.address);
+        }
         return;
     case Op::VmmRelease: r->recordVmmRelease(a.api, c.address); return;
     case Op::VmmMap:
@@ -231,30 +254,41 @@ void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
     if (!spec)
         return;
     const auto& data = *static_cast<const CUpti_CallbackData*>(cbdata);
+    const bool entry = data.callbackSite == CUPTI_API_ENTER;
     bool outer = false;
-    if (data.callbackSite == CUPTI_API_ENTER) {
+    if (entry) {
         outer = t_cuptiDepth++ == 0;
-        if (outer)
+        if (outer) {
             t_outerHooked = oi::t_depth > 0;  // inside a hook: the interposer records this call
+            oi::t_hookRecorded = false;       // set by a hook that records inside this call
+        }
     } else {
         if (t_cuptiDepth <= 0)
             return;  // its entry came before we subscribed
         outer = --t_cuptiDepth == 0;
     }
-    if (!outer || !state().active.load(std::memory_order_relaxed))
+    State& s = state();
+    if (!outer || !s.active.load(std::memory_order_relaxed) || !oi::enabled())
         return;
     if (t_outerHooked) {
-        if (data.callbackSite == CUPTI_API_EXIT && (spec->op == Op::Alloc || spec->op == Op::VmmCreate))
-            state().confirmed.fetch_add(1, std::memory_order_relaxed);
+        if (!entry && (spec->op == Op::Alloc || spec->op == Op::VmmCreate))
+            s.confirmed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
-    if (!oi::enabled())
+    if (!entry && oi::t_hookRecorded) {
+        // A hook inside recorded it (a statically linked runtime's cudaMalloc reaching our
+        // cuMemAlloc_v2 through cuGetProcAddress): seen, not missed.
+        if (spec->op == Op::Alloc || spec->op == Op::VmmCreate)
+            s.confirmed.fetch_add(1, std::memory_order_relaxed);
         return;
+    }
     Call call;
-    if (readCall(*spec, data, &call)) {
-        oi::HookScope scope;  // our own CUDA queries (the current device) are not recorded
-        recordCall(call);
-    }
+    if (!readCall(*spec, data, &call))
+        return;
+    if (entry && spec->domain == CUPTI_CB_DOMAIN_RUNTIME_API && !takeCuptiOrigin(call.address))
+        return;  // a runtime free: its driver call inside reaches the hooks, unless we recorded the allocation
+    oi::HookScope scope;  // our own CUDA queries (the current device) are not recorded
+    recordCall(call);
 }
 
 class Source final : public record::CaptureSource {

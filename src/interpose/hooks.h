@@ -96,6 +96,10 @@ inline bool enabled() noexcept
 }
 
 extern thread_local int t_depth __attribute__((tls_model("initial-exec")));
+// Set by every outermost hook that records: CUPTI's callback of the call around it (a
+// statically linked cudaMalloc whose cuMemAlloc_v2 reached our wrapper) then knows the hooks
+// saw it (src/cupti).
+extern thread_local bool t_hookRecorded __attribute__((tls_model("initial-exec")));
 
 // Reentrancy guard: only the outermost wrapper on a thread records.
 class HookScope {
@@ -104,7 +108,13 @@ public:
     ~HookScope() { --t_depth; }
     HookScope(const HookScope&) = delete;
     HookScope& operator=(const HookScope&) = delete;
-    bool recording() const noexcept { return m_outer && enabled(); }
+    bool recording() const noexcept
+    {
+        if (!m_outer || !enabled())
+            return false;
+        t_hookRecorded = true;
+        return true;
+    }
 
 private:
     bool m_outer;

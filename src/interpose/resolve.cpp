@@ -24,6 +24,7 @@ const HookInfo kHooks[kHookCount] = {
 std::atomic<void*> g_real[kHookCount];
 std::atomic<int> g_mode{0};
 thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+thread_local bool t_hookRecorded __attribute__((tls_model("initial-exec"))) = false;
 
 namespace {
 

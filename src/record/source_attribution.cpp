@@ -22,7 +22,7 @@ bool isCudaModule(const std::string& path)
 {
     const std::string base = baseName(path);
     return startsWith(base, "libcuda.so") || startsWith(base, "libcudart.so") || startsWith(base, "libcudart_static") ||
-           startsWith(base, "liboomscope") || startsWith(base, "libffi") || startsWith(base, "_ctypes");
+           startsWith(base, "liboomscope") || startsWith(base, "libcupti") || startsWith(base, "libffi") || startsWith(base, "_ctypes");
 }
 
 const char* classifySource(const std::string& path)

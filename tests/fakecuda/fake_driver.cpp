@@ -168,6 +168,13 @@ FAKE_EXPORT void fakecuda_set_cupti_dispatch(FakeCuptiDispatch dispatch)
     g_cuptiDispatch.store(dispatch, std::memory_order_release);
 }
 
+// The fake runtime's door to the same callbacks (CUPTI's runtime domain).
+FAKE_EXPORT void fakecuda_cupti_runtime_callback(CUpti_CallbackId cbid, const CUpti_CallbackData* data)
+{
+    if (const FakeCuptiDispatch dispatch = g_cuptiDispatch.load(std::memory_order_acquire))
+        dispatch(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, data);
+}
+
 namespace {
 
 bool unbacked()

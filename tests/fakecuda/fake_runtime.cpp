@@ -5,6 +5,8 @@
 // <cuda_runtime_api.h> (CUDA 13.0); symbols carry the version node libcudart.so.13.
 #include "interpose/cuda_extra.h"
 
+#include <cupti.h>  // runtime-domain callbacks of the fakecuda_static_* entries
+
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
@@ -498,4 +500,48 @@ FAKE_EXPORT cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** 
 {
     return cudaGetDriverEntryPointByVersion(symbol, funcPtr, CUDART_VERSION, flags | cudaEnablePerThreadDefaultStream,
                                             driverStatus);
+}
+
+// ---- as a statically linked runtime: the same cudaMalloc/cudaFree under names the preload
+// never interposes, reporting to CUPTI's runtime domain (through the fake driver), and reaching
+// the driver through the function pointers of cuGetProcAddress like every call here.
+
+namespace {
+
+template <class Body>
+cudaError_t runtimeTraced(CUpti_CallbackId cbid, const char* name, const void* params, Body body)
+{
+    using Callback = void (*)(CUpti_CallbackId, const CUpti_CallbackData*);
+    static const auto callback = reinterpret_cast<Callback>(dlsym(RTLD_DEFAULT, "fakecuda_cupti_runtime_callback"));
+    cudaError_t rc = cudaSuccess;
+    CUpti_CallbackData data{};
+    data.functionName = name;
+    data.functionParams = params;
+    data.functionReturnValue = &rc;
+    data.callbackSite = CUPTI_API_ENTER;
+    if (callback)
+        callback(cbid, &data);
+    rc = body();
+    data.callbackSite = CUPTI_API_EXIT;
+    if (callback)
+        callback(cbid, &data);
+    return rc;
+}
+
+} // namespace
+
+FAKE_EXPORT cudaError_t fakecuda_static_cudaMalloc(void** devPtr, size_t size)
+{
+    cudaMalloc_v3020_params params{devPtr, size};
+    // The body of cudaMalloc, not a call to it: that would reach the preload's wrapper.
+    return runtimeTraced(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, "cudaMalloc", &params, [&] {
+        return withContext([&](Driver& d) { return d.memAlloc(reinterpret_cast<CUdeviceptr*>(devPtr), size); });
+    });
+}
+
+FAKE_EXPORT cudaError_t fakecuda_static_cudaFree(void* devPtr)
+{
+    cudaFree_v3020_params params{devPtr};
+    return runtimeTraced(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, "cudaFree", &params,
+                         [&] { return withContext([&](Driver& d) { return d.memFree(CUdeviceptr(devPtr)); }); });
 }

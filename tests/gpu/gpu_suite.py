@@ -62,6 +62,40 @@ def find_cudart_dir():
     return None
 
 
+# Device memory CUPTI's subscriber takes (measured on the H200: 12 MiB per process). A program
+# that sizes its last request by the free memory it sees asks for that much less under oomscope
+# with CUPTI on: the only difference allowed between its traced and plain outputs.
+CUPTI_DEVICE_BYTES_MAX = 64 * MiB
+cupti_footprints = []
+
+
+def same_results(a, b):
+    """Result lines equal, but for the free-memory-sized request of 'final step:' lines, which
+    may differ by CUPTI's device memory (recorded in cupti_footprints)."""
+    import re
+    la = [l for l in a.splitlines() if l.startswith(("result:", "final step:", "after "))]
+    lb = [l for l in b.splitlines() if l.startswith(("result:", "final step:", "after "))]
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        if x == y:
+            continue
+        nx, ny = re.findall(r"\d+", x), re.findall(r"\d+", y)
+        if not x.startswith("final step:") or re.sub(r"\d+", "#", x) != re.sub(r"\d+", "#", y) or len(nx) != len(ny):
+            return False
+        diffs = [abs(int(p) - int(q)) for p, q in zip(nx, ny) if p != q]
+        if len(diffs) != 1 or diffs[0] > CUPTI_DEVICE_BYTES_MAX:
+            return False
+        cupti_footprints.append(diffs[0])
+    return True
+
+
+def footprint_note():
+    if not cupti_footprints:
+        return ""
+    return f" (but the free-memory-sized request, {cupti_footprints[-1] / MiB:.0f} MiB smaller with CUPTI's subscriber on)"
+
+
 def check(cond, message):
     if not cond:
         raise AssertionError(message)
@@ -100,11 +134,11 @@ def scenario_cuda_example(ctx):
     # OOMSCOPE_DISABLE=1: same program output, no report.
     out2 = ctx.dir("cuda_example_disabled")
     run2 = t.run_oomscope(ctx.oomscope, [exe, "8"], out2, env=dict(ctx.cuda_env(), OOMSCOPE_DISABLE="1"))
-    check(run2.returncode == 1 and run2.stdout == run.stdout, "OOMSCOPE_DISABLE=1 changed the program's output")
+    check(run2.returncode == 1 and same_results(run2.stdout, run.stdout), "OOMSCOPE_DISABLE=1 changed the program's output")
     check(not run2.reports, f"OOMSCOPE_DISABLE=1 wrote {run2.reports}")
     return (f"tracked {row['tracked_bytes'] / MiB:.0f} MiB = live sum; driver used {used / MiB:.0f} MiB, "
             f"untracked {row['untracked_bytes'] / MiB:.0f} MiB; request {requested / MiB:.0f} MiB; "
-            f"top site leak_step_buffer; disabled run identical")
+            f"top site leak_step_buffer; disabled run identical" + footprint_note())
 
 
 def scenario_torch_oom(ctx):
@@ -153,7 +187,7 @@ def run_three_ways(ctx, name, make_cmd, env=None):
     check(traced.returncode == plain.returncode == disabled.returncode,
           f"exit status traced {traced.returncode} plain {plain.returncode} disabled {disabled.returncode}; "
           f"stderr: {traced.stderr[-600:]}")
-    check(result(traced.stdout) and result(traced.stdout) == result(plain.stdout) == result(disabled.stdout),
+    check(result(traced.stdout) and same_results(traced.stdout, plain.stdout) and result(plain.stdout) == result(disabled.stdout),
           f"results differ: {result(traced.stdout)} / {result(plain.stdout)} / {result(disabled.stdout)}")
     check(not disabled.reports, f"OOMSCOPE_DISABLE=1 wrote {disabled.reports}")
     return traced, out
@@ -219,7 +253,7 @@ def scenario_static_runtime(ctx):
     check(abs(used - 28 * unit) <= TOLERANCE, f"driver used {used} vs tracked {28 * unit}")
     check(any("leak_step_buffer" in f for f in t.frame_names(rep, rep["sites"][0]["stack"])), "top site")
     return (f"OOM via {trig['api']} ({requested / MiB:.0f} MiB); tracked {row['tracked_bytes'] / MiB:.0f} MiB vs "
-            f"driver delta {used / MiB:.0f} MiB; apis {sorted({r[6] for r in rep['timeline']['rows']})}")
+            f"driver delta {used / MiB:.0f} MiB; apis {sorted({r[6] for r in rep['timeline']['rows']})}" + footprint_note())
 
 
 def scenario_torch_default(ctx):
@@ -536,6 +570,115 @@ def scenario_examples_fragmentation(ctx):
             f"(expandable_segments:True)")
 
 
+
+# ---------------------------------------------------------------- CUPTI (issue 6)
+
+def scenario_cupti_profiler(ctx):
+    """torch.profiler with CUDA activity records the same kernels with oomscope loaded (CUPTI
+    on) as without it: oomscope yields CUPTI's one subscriber slot to Kineto."""
+    script = os.path.join(HERE, "scenarios", "profiler_kernels.py")
+    out = ctx.dir("cupti_profiler")
+    plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)
+    traced = t.run_oomscope(ctx.oomscope, [sys.executable, script], out, env={"OOMSCOPE_CUPTI": "on"})
+    check(plain.returncode == 0 and traced.returncode == 0, f"exit {plain.returncode}/{traced.returncode}: {traced.stderr[-800:]}")
+
+    def kernels(text):
+        return [l for l in text.splitlines() if l.startswith("result:")]
+    check(kernels(plain.stdout) and kernels(plain.stdout) == kernels(traced.stdout),
+          f"plain {kernels(plain.stdout)} vs oomscope {kernels(traced.stdout)}")
+    check("MULTIPLE_SUBSCRIBERS" not in traced.stdout + traced.stderr, "Kineto met a second subscriber")
+    rep = run_report_any(traced)
+    cov = rep["capture"].get("coverage") or {}
+    check(cov.get("cupti") in ("yielded", "busy"), f"coverage {cov}")
+    return (f"{kernels(plain.stdout)[0][8:]} plain = {kernels(traced.stdout)[0][8:]} with oomscope; "
+            f"oomscope CUPTI {cov.get('cupti')} (confirmed {cov.get('confirmed')}, missed {cov.get('missed')} "
+            f"before yielding); library {os.path.basename(cov.get('library', ''))}")
+
+
+def run_report_any(run):
+    for kind in ("oom", "exit", "request"):
+        if run.reports.get(kind):
+            return t.load(run.reports[kind][-1])
+    raise AssertionError(f"no report: {run.stderr[-500:]}")
+
+
+def cupti_lib_for_injection():
+    """The libcupti an injected static program would use: the default search first; where it
+    finds none (no toolkit), the one next to the libcudart PyTorch carries."""
+    cudart = find_cudart_dir()
+    if cudart and glob.glob(os.path.join(cudart, "libcupti.so.13*")):
+        return sorted(glob.glob(os.path.join(cudart, "libcupti.so.13*")))[0]
+    return None
+
+
+def scenario_cupti_inject_static(ctx):
+    """CUDA_INJECTION64_PATH alone (oomscope run --via=inject) records a static-runtime
+    program's allocations through CUPTI, and its OOM."""
+    exe = os.path.join(ctx.examples, "leaky_oom_static")
+    out = ctx.dir("cupti_inject_static")
+    env = {}
+    run = t.run_oomscope_via(ctx.oomscope, [exe, "8"], out, via="inject")
+    note = "library found by the default search"
+    if "no libcupti found" in run.stderr:
+        lib = cupti_lib_for_injection()
+        check(lib, "no libcupti on this machine")
+        env = {"OOMSCOPE_CUPTI_LIB": lib}
+        out = ctx.dir("cupti_inject_static")
+        run = t.run_oomscope_via(ctx.oomscope, [exe, "8"], out, via="inject", env=env)
+        note = "OOMSCOPE_CUPTI_LIB=" + lib
+    check(run.returncode == 1, f"exit {run.returncode}: {run.stderr[-600:]}")
+    rep = run.only("oom")
+    check(rep["capture"]["backends"] == ["cupti"], f"backends {rep['capture']['backends']}")
+    trig = rep["trigger"]
+    requested = int([l for l in run.stdout.splitlines() if l.startswith("final step:")][0].split("(")[1].split()[0])
+    check(trig["requested_bytes"] == requested and trig["error"] == 2, f"trigger {trig}")
+    dev = trig["device"]
+    total = next(d["total_bytes"] for d in rep["devices"] if d["index"] == dev)
+    unit = (total // 64) & ~0xFFFFF
+    row = t.memory_row(rep, dev)
+    check(row["tracked_bytes"] == 28 * unit == t.live_sum(rep, dev), f"tracked {row['tracked_bytes']} vs {28 * unit}")
+    check(any("leak_step_buffer" in f for f in t.frame_names(rep, rep["sites"][0]["stack"])), "top site")
+    apis = sorted({r[6] for r in rep["timeline"]["rows"]})
+    return (f"OOM via {trig['api']} ({requested / MiB:.0f} MiB) recorded by CUPTI alone; tracked "
+            f"{row['tracked_bytes'] / MiB:.0f} MiB = 28 units; apis {apis}; {note}")
+
+
+def where(rep, stack_id):
+    """The program line of a stack, else its first frame outside the CUDA libraries."""
+    frame, _ = program_line(rep, stack_id)
+    if frame:
+        return f"{os.path.basename(frame['file'])}:{frame['line']}"
+    for f in t.stack(rep, stack_id)["frames"]:
+        module = os.path.basename(t.module_path(rep, f.get("module"))) if f["kind"] == "native" else ""
+        if not module.startswith(("libcuda.so", "libcudart", "libcupti", "liboomscope")):
+            return f"{f.get('symbol') or '?'} ({module})"
+    return "?"
+
+
+def scenario_cupti_coverage(ctx):
+    """Runs last: the CUPTI cross-check of every traced report the scenarios above left. Each
+    allocation CUPTI saw outside the hooks is named (zero expected)."""
+    rows = []
+    missed_total = 0
+    for path in sorted(glob.glob(os.path.join(ctx.outdir, "*", "oomscope-*.json"))):
+        scenario = os.path.basename(os.path.dirname(path))
+        if scenario.endswith("_disabled") or scenario.startswith("cupti_"):
+            continue
+        rep = t.load(path)
+        cov = rep["capture"].get("coverage")
+        if not cov or "interpose" not in rep["capture"]["backends"]:
+            continue
+        missed_total += cov["missed"]
+        named = ", ".join(f"{m['api']} {m['size'] / MiB:.1f} MiB at {where(rep, m['stack'])}"
+                          for m in cov["missed_allocations"][:3])
+        rows.append(f"{scenario}/{rep['trigger']['kind']}: {cov['cupti']} {cov['confirmed']} confirmed, "
+                    f"{cov['missed']} missed" + (f" ({named})" if named else ""))
+    check(rows, "no report with a coverage section")
+    print("\n".join("    " + r for r in rows), flush=True)
+    check(missed_total == 0, f"{missed_total} allocations missed by the hooks: " + "; ".join(r for r in rows if "0 missed" not in r))
+    return f"{len(rows)} reports, 0 allocations missed by the hooks; states {sorted({r.split(': ')[1].split()[0] for r in rows})}"
+
+
 SCENARIOS = [
     ("cuda_example", scenario_cuda_example),
     ("torch_oom", scenario_torch_oom),
@@ -554,6 +697,9 @@ SCENARIOS = [
     ("torch_gpt2_async", scenario_torch_gpt2_async),
     ("examples_leak", scenario_examples_leak),
     ("examples_fragmentation", scenario_examples_fragmentation),
+    ("cupti_profiler", scenario_cupti_profiler),
+    ("cupti_inject_static", scenario_cupti_inject_static),
+    ("cupti_coverage", scenario_cupti_coverage),
 ]
 
 

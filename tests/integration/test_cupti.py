@@ -52,6 +52,22 @@ def one_path(tmp_path):
     return path
 
 
+def test_a_static_runtime_call_whose_driver_call_was_hooked_is_not_missed(build, tmp_path):
+    # Seen on the H200: cuBLAS, XLA and nvcc programs carry the runtime statically; CUPTI
+    # reports their cudaMalloc, our cuMemAlloc_v2 wrapper (reached through cuGetProcAddress)
+    # records it. Counted as confirmed, recorded once; the free likewise.
+    run = build.preloaded([build.program("cupti_neighbour"), "static"], str(tmp_path), OOMSCOPE_QUIET="1")
+    assert run.returncode == 0, run.stderr
+    rep = one_report(tmp_path)
+    cov = rep["capture"]["coverage"]
+    assert cov["missed"] == 0 and cov["confirmed"] == 3, cov
+    rows = rep["timeline"]["rows"]
+    assert sorted(r[6] for r in rows if r[1] == "alloc") == ["cuMemAlloc_v2", "cuMemAlloc_v2", "cudaMalloc", "cudaMalloc"]
+    assert [r[6] for r in rows if r[1] == "free"] == ["cuMemFree_v2"]
+    assert t.memory_row(rep, 0)["tracked_bytes"] == (1 + 5 + 2) * MiB
+    assert rep["capture"]["unknown_frees"] == 0
+
+
 def test_the_programs_profiler_gets_the_slot_when_it_subscribes_later(build, tmp_path):
     plain = subprocess.run([build.program("cupti_neighbour"), "yield"], capture_output=True, text=True, env=build.env())
     run = build.preloaded([build.program("cupti_neighbour"), "yield"], str(tmp_path), OOMSCOPE_QUIET="1")

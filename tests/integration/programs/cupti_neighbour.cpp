@@ -4,6 +4,8 @@
 //   missed  runtime, direct, runtime allocations; no subscription of its own
 //   yield   one allocation, then subscribes (oomscope must step aside), then allocates again
 //   first   subscribes before any CUDA call (oomscope must not take the slot), then allocates
+//   static  a statically linked runtime's cudaMalloc/cudaFree: CUPTI reports them in its runtime
+//           domain, the hooks see only their driver calls inside (not missed, not twice)
 // Prints what the program's own subscription saw: its callbacks must all arrive.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -14,6 +16,8 @@
 #include <cstring>
 
 extern "C" CUresult fakecuda_direct_cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes);
+extern "C" cudaError_t fakecuda_static_cudaMalloc(void** devPtr, size_t size);
+extern "C" cudaError_t fakecuda_static_cudaFree(void* devPtr);
 
 namespace {
 
@@ -59,6 +63,13 @@ int main(int argc, char** argv)
         return 1;
     if (std::strcmp(mode, "yield") == 0 && !subscribe(false))
         return 1;
+    if (std::strcmp(mode, "static") == 0) {
+        void* s1 = nullptr;
+        void* s2 = nullptr;
+        if (fakecuda_static_cudaMalloc(&s1, 4 << 20) != cudaSuccess || fakecuda_static_cudaMalloc(&s2, 5 << 20) != cudaSuccess ||
+            fakecuda_static_cudaFree(s1) != cudaSuccess)
+            return 1;
+    }
     if (cudaMalloc(&b, 2 << 20) != cudaSuccess)
         return 1;
     std::printf("program callbacks %d\n", g_callbacks.load());
