@@ -7,7 +7,9 @@ build=$(cd "${1:?usage: run_cpu.sh BUILD_DIR [THREADS]}" && pwd)
 threads=${2:-8}
 out=$(mktemp -d -t oomscope-bench-XXXXXX)
 trap 'rm -rf "$out"' EXIT
-export FAKECUDA_UNBACKED=1 OOMSCOPE_EXIT_REPORT=0
+# CUPTI off: the fake driver reports the "direct" side of the pair to CUPTI too, which would
+# then record it (a call the hooks missed): the hook figures are the interposer's alone.
+export FAKECUDA_UNBACKED=1 OOMSCOPE_EXIT_REPORT=0 OOMSCOPE_CUPTI=off
 # The fake driver before any real one a GPU machine's LD_LIBRARY_PATH names.
 fake=$(cd -P "$build/bench/.." && pwd)/fakecuda/lib
 export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -61,7 +61,7 @@ LiveMap::InsertResult LiveMap::insert(const LiveAllocation& entry, LiveAllocatio
     if (entry.address == 0)
         return InsertResult::Refused;
     Shard& shard = m_shards[shardOf(entry.address)];
-    std::lock_guard<std::mutex> lock(shard.mutex);
+    std::lock_guard<SpinLock> lock(shard.mutex);
     if (LiveAllocation* slot = findSlot(shard, entry.address)) {
         if (replaced)
             *replaced = *slot;
@@ -69,7 +69,8 @@ LiveMap::InsertResult LiveMap::insert(const LiveAllocation& entry, LiveAllocatio
         return InsertResult::Replaced;
     }
     // Keep the load factor under 1/2: linear probing stays short.
-    if ((shard.used + 1) * 2 > shard.capacity && !grow(shard)) {
+    const size_t used = shard.used.load(std::memory_order_relaxed);
+    if ((used + 1) * 2 > shard.capacity && !grow(shard)) {
         m_refused.fetch_add(1, std::memory_order_relaxed);
         return InsertResult::Refused;
     }
@@ -78,8 +79,7 @@ LiveMap::InsertResult LiveMap::insert(const LiveAllocation& entry, LiveAllocatio
     while (shard.slots[i].address != 0)
         i = (i + 1) & mask;
     shard.slots[i] = entry;
-    ++shard.used;
-    m_size.fetch_add(1, std::memory_order_relaxed);
+    shard.used.store(used + 1, std::memory_order_relaxed);
     return InsertResult::Inserted;
 }
 
@@ -88,7 +88,7 @@ std::optional<LiveAllocation> LiveMap::erase(uint64_t address) noexcept
     if (address == 0)
         return std::nullopt;
     Shard& shard = m_shards[shardOf(address)];
-    std::lock_guard<std::mutex> lock(shard.mutex);
+    std::lock_guard<SpinLock> lock(shard.mutex);
     LiveAllocation* slot = findSlot(shard, address);
     if (!slot)
         return std::nullopt;
@@ -106,15 +106,14 @@ std::optional<LiveAllocation> LiveMap::erase(uint64_t address) noexcept
         }
     }
     shard.slots[hole] = LiveAllocation{};
-    --shard.used;
-    m_size.fetch_sub(1, std::memory_order_relaxed);
+    shard.used.store(shard.used.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     return found;
 }
 
 std::optional<LiveAllocation> LiveMap::find(uint64_t address) const noexcept
 {
     const Shard& shard = m_shards[shardOf(address)];
-    std::lock_guard<std::mutex> lock(shard.mutex);
+    std::lock_guard<SpinLock> lock(shard.mutex);
     if (const LiveAllocation* slot = findSlot(shard, address))
         return *slot;
     return std::nullopt;
@@ -125,7 +124,7 @@ std::vector<LiveAllocation> LiveMap::snapshot() const
     std::vector<LiveAllocation> out;
     out.reserve(size());
     for (const Shard& shard : m_shards) {
-        std::lock_guard<std::mutex> lock(shard.mutex);
+        std::lock_guard<SpinLock> lock(shard.mutex);
         for (size_t i = 0; i < shard.capacity; ++i) {
             if (shard.slots[i].address != 0)
                 out.push_back(shard.slots[i]);
@@ -134,11 +133,19 @@ std::vector<LiveAllocation> LiveMap::snapshot() const
     return out;
 }
 
+size_t LiveMap::size() const
+{
+    size_t n = 0;
+    for (const Shard& shard : m_shards)
+        n += shard.used.load(std::memory_order_relaxed);
+    return n;
+}
+
 size_t LiveMap::memoryBytes() const
 {
     size_t bytes = sizeof(*this);
     for (const Shard& shard : m_shards) {
-        std::lock_guard<std::mutex> lock(shard.mutex);
+        std::lock_guard<SpinLock> lock(shard.mutex);
         bytes += shard.capacity * sizeof(LiveAllocation);
     }
     return bytes;
@@ -147,11 +154,10 @@ size_t LiveMap::memoryBytes() const
 void LiveMap::clear() noexcept
 {
     for (Shard& shard : m_shards) {
-        std::lock_guard<std::mutex> lock(shard.mutex);
+        std::lock_guard<SpinLock> lock(shard.mutex);
         for (size_t i = 0; i < shard.capacity; ++i)
             shard.slots[i] = LiveAllocation{};
-        m_size.fetch_sub(shard.used, std::memory_order_relaxed);
-        shard.used = 0;
+        shard.used.store(0, std::memory_order_relaxed);
     }
 }
 

@@ -1,10 +1,11 @@
 // Exact map of live allocations: address → LiveAllocation, independent of the ring. Called from
-// any thread on the allocation path; sharded by address with one mutex per shard, so threads
-// working on different allocations rarely meet. Tables grow by doubling with malloc (never
+// any thread on the allocation path; sharded by address with one spin lock per shard and no
+// counter shared between shards, so threads working on different allocations rarely meet. Tables grow by doubling with malloc (never
 // throw); an insert that cannot grow is refused and counted.
 #pragma once
 
 #include "record/event.h"
+#include "record/spin_lock.h"
 
 #include <atomic>
 #include <cstddef>
@@ -42,7 +43,7 @@ public:
 
     // Dump time: a copy of every entry (order unspecified).
     std::vector<LiveAllocation> snapshot() const;
-    size_t size() const { return m_size.load(std::memory_order_relaxed); }
+    size_t size() const;
     size_t memoryBytes() const;
     uint64_t refused() const { return m_refused.load(std::memory_order_relaxed); }
     void clear() noexcept;
@@ -55,17 +56,16 @@ public:
 private:
     static constexpr size_t kShards = 64;
     struct alignas(64) Shard {
-        mutable std::mutex mutex;
+        mutable SpinLock mutex;
         LiveAllocation* slots = nullptr;  // address 0 = empty
         size_t capacity = 0;              // power of two
-        size_t used = 0;
+        std::atomic<size_t> used{0};      // written under the lock, read without it by size()
     };
     static size_t shardOf(uint64_t address);
     static bool grow(Shard& shard) noexcept;
     static LiveAllocation* findSlot(const Shard& shard, uint64_t address) noexcept;
 
     Shard m_shards[kShards];
-    std::atomic<size_t> m_size{0};
     std::atomic<uint64_t> m_refused{0};
 };
 

@@ -2,6 +2,7 @@
 
 #include "record/backtrace.h"
 #include "record/config.h"
+#include "record/fast_clock.h"
 #include "record/module_map.h"
 #include "record/process_info.h"
 #include "record/python_frames.h"
@@ -87,9 +88,14 @@ std::string sourceOfFrames(const std::vector<uint64_t>& frames, PathOf&& pathOf)
 
 } // namespace
 
+namespace {
+std::atomic<uint64_t> g_nextRecorderId{1};
+} // namespace
+
 Recorder::Recorder()
     : m_ringCapacity(Config::get().ringEvents), m_ring(m_ringCapacity), m_stackDepth(Config::get().stackDepth)
 {
+    m_id = g_nextRecorderId.fetch_add(1, std::memory_order_relaxed);
     m_apiNames[0].store("unknown", std::memory_order_relaxed);
 }
 
@@ -188,7 +194,7 @@ StackId Recorder::captureStack() noexcept
 void Recorder::push(EventKind kind, const AllocRecord& alloc, int error, uint64_t timeNs) noexcept
 {
     Event e;
-    e.timeNs = timeNs ? timeNs : monotonicNs();
+    e.timeNs = timeNs ? timeNs : eventNs();
     e.address = alloc.address;
     e.size = alloc.size;
     e.stream = alloc.stream;
@@ -202,15 +208,54 @@ void Recorder::push(EventKind kind, const AllocRecord& alloc, int error, uint64_
     m_ring.push(e);
 }
 
+namespace {
+
+std::atomic<int> g_nextStripe{0};
+
+// A thread's stripe and its device-memory deltas not yet added to the batched totals (the
+// first kBatchedSlots device slots; others go straight through). Plain data: no destructor.
+constexpr int kBatchedSlots = 8;
+struct ThreadLive {
+    uint64_t owner = 0;
+    int stripe = 0;
+    int64_t pending[kBatchedSlots] = {};
+};
+thread_local ThreadLive t_live __attribute__((tls_model("initial-exec")));
+
+} // namespace
+
 void Recorder::addLive(int device, MemKind kind, int64_t delta) noexcept
 {
     const int s = slot(device);
-    const int64_t now = m_liveBytes[s][size_t(kind)].fetch_add(delta, std::memory_order_relaxed) + delta;
-    if (kind == MemKind::Device && delta > 0) {
-        int64_t peak = m_peakDevice[s].load(std::memory_order_relaxed);
-        while (now > peak && !m_peakDevice[s].compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-        }
+    ThreadLive& t = t_live;
+    if (__builtin_expect(t.owner != m_id, 0)) {
+        t = ThreadLive{};
+        t.owner = m_id;
+        t.stripe = g_nextStripe.fetch_add(1, std::memory_order_relaxed) % kStripes;
     }
+    m_stripes[t.stripe].bytes[s][size_t(kind)].fetch_add(delta, std::memory_order_relaxed);
+    if (kind != MemKind::Device)
+        return;
+    int64_t flush = delta;
+    if (s < kBatchedSlots) {
+        t.pending[s] += delta;
+        if (t.pending[s] < kPeakBatch && t.pending[s] > -kPeakBatch)
+            return;
+        flush = t.pending[s];
+        t.pending[s] = 0;
+    }
+    const int64_t now = m_batchedDevice[s].fetch_add(flush, std::memory_order_relaxed) + flush;
+    int64_t peak = m_peakDevice[s].load(std::memory_order_relaxed);
+    while (now > peak && !m_peakDevice[s].compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+}
+
+int64_t Recorder::liveSum(int s, MemKind kind) const
+{
+    int64_t sum = 0;
+    for (const LiveStripe& stripe : m_stripes)
+        sum += stripe.bytes[s][size_t(kind)].load(std::memory_order_relaxed);
+    return sum;
 }
 
 namespace {
@@ -232,7 +277,7 @@ LiveAllocation liveEntry(const AllocRecord& alloc, uint64_t timeNs)
 void Recorder::recordAlloc(const AllocRecord& alloc) noexcept
 {
     markProcessActive();
-    const uint64_t now = monotonicNs();  // one clock read for the live entry and the event
+    const uint64_t now = eventNs();  // one clock read for the live entry and the event
     const LiveAllocation entry = liveEntry(alloc, now);
     LiveAllocation replaced;
     switch (m_live.insert(entry, &replaced)) {
@@ -272,7 +317,7 @@ bool Recorder::recordFree(ApiId api, uint64_t address, uint64_t stream, EventKin
 
 bool Recorder::newEpisode() noexcept
 {
-    const uint64_t now = monotonicNs();
+    const uint64_t now = eventNs();
     const uint64_t previous = m_lastOomNs.exchange(now, std::memory_order_acq_rel);
     const uint64_t window = uint64_t(Config::get().oomEpisodeMs) * 1000000ull;
     return previous == 0 || now - previous > window;
@@ -306,7 +351,7 @@ void Recorder::recordFailure(const AllocRecord& alloc, int error, bool outOfMemo
             // failure, before its cache flush.
             if (fresh) {
                 FirstFailure first;
-                first.timeNs = monotonicNs();
+                first.timeNs = eventNs();
                 first.alloc = alloc;
                 first.error = error;
                 DeviceProbe* probe = m_probe.load(std::memory_order_acquire);
@@ -326,7 +371,7 @@ void Recorder::recordFailure(const AllocRecord& alloc, int error, bool outOfMemo
     } catch (...) {
     }
     // The window runs from the end of the report: writing it must not split one episode.
-    m_lastOomNs.store(monotonicNs(), std::memory_order_release);
+    m_lastOomNs.store(eventNs(), std::memory_order_release);
 }
 
 void Recorder::attachPythonFrames(uint64_t address, const std::vector<PythonFrameText>& python)
@@ -386,7 +431,7 @@ std::string Recorder::frameworkOom(const FrameworkState& state, int device, uint
         std::lock_guard<std::mutex> lock(m_frameworkMutex);
         first.swap(m_firstFailure);
     }
-    const uint64_t now = monotonicNs();
+    const uint64_t now = eventNs();
     const uint64_t window = uint64_t(Config::get().oomEpisodeMs) * 1000000ull;
     AllocRecord alloc;
     if (first && now - first->timeNs <= window + 60ull * 1000000000ull) {
@@ -404,7 +449,7 @@ std::string Recorder::frameworkOom(const FrameworkState& state, int device, uint
     alloc.stack = trigger.stack;
     trigger.failed = alloc;
     const std::string path = dump(trigger);
-    m_lastOomNs.store(monotonicNs(), std::memory_order_release);
+    m_lastOomNs.store(eventNs(), std::memory_order_release);
     return path;
 }
 
@@ -459,7 +504,7 @@ void Recorder::recordStep(const FrameworkState* state) noexcept
         m_stepIndex = 0;
     }
     try {
-        const uint64_t index = keepStep(memorySample(state, monotonicNs()));
+        const uint64_t index = keepStep(memorySample(state, eventNs()));
         AllocRecord rec;
         {
             std::lock_guard<std::mutex> lock(m_stepsMutex);
@@ -543,7 +588,7 @@ void Recorder::recordTimelineOnly(EventKind kind, const AllocRecord& record) noe
 void Recorder::recordVmmCreate(const AllocRecord& alloc) noexcept
 {
     markProcessActive();
-    const LiveAllocation entry = liveEntry(alloc, monotonicNs());
+    const LiveAllocation entry = liveEntry(alloc, eventNs());
     try {
         if (m_vmm.create(entry))
             addLive(alloc.device, alloc.kind, int64_t(alloc.size));
@@ -628,7 +673,7 @@ void Recorder::notePool(uint64_t pool) noexcept
 
 uint64_t Recorder::liveBytes(int device, MemKind kind) const
 {
-    const int64_t v = m_liveBytes[slot(device)][size_t(kind)].load(std::memory_order_relaxed);
+    const int64_t v = liveSum(slot(device), kind);
     return v > 0 ? uint64_t(v) : 0;
 }
 
@@ -660,7 +705,7 @@ std::vector<report::MemoryRow> Recorder::memoryRows(const std::vector<report::De
         const int device = s - 1;
         bool any = m_peakDevice[s].load(std::memory_order_relaxed) > 0;
         for (size_t k = 0; k < size_t(MemKind::Count); ++k)
-            any = any || m_liveBytes[s][k].load(std::memory_order_relaxed) != 0;
+            any = any || liveSum(s, MemKind(k)) != 0;
         if (any)
             rowFor(device);
     }
@@ -691,6 +736,33 @@ std::vector<report::MemoryRow> Recorder::memoryRows(const std::vector<report::De
     return out;
 }
 
+namespace {
+
+// Rows in time order, stably. One thread's rows come in order but for a rare step back (the
+// event clock's switch to the time-stamp counter): a few moved into place; several threads'
+// blocks interleave: a full sort.
+void sortByTime(std::vector<report::TimelineRow>& rows)
+{
+    const auto byTime = [](const report::TimelineRow& a, const report::TimelineRow& b) { return a.timeNs < b.timeNs; };
+    size_t descents = 0;
+    for (size_t i = 1; i < rows.size(); ++i)
+        descents += byTime(rows[i], rows[i - 1]);
+    if (descents == 0)
+        return;
+    if (descents * 1024 > rows.size()) {
+        std::stable_sort(rows.begin(), rows.end(), byTime);
+        return;
+    }
+    for (size_t i = 1; i < rows.size(); ++i) {
+        if (!byTime(rows[i], rows[i - 1]))
+            continue;
+        const auto to = std::upper_bound(rows.begin(), rows.begin() + ptrdiff_t(i), rows[i], byTime);
+        std::rotate(to, rows.begin() + ptrdiff_t(i), rows.begin() + ptrdiff_t(i) + 1);
+    }
+}
+
+} // namespace
+
 report::Report Recorder::buildReport(const TriggerInfo& trigger)
 {
     const Config& config = Config::get();
@@ -704,7 +776,7 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
 
     // Trigger.
     r.trigger.kind = triggerKindName(trigger.kind);
-    r.trigger.timeNs = monotonicNs();
+    r.trigger.timeNs = eventNs();
     DeviceProbe* probe = m_probe.load(std::memory_order_acquire);
     if (trigger.failed) {
         const AllocRecord& f = *trigger.failed;
@@ -858,6 +930,8 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     });
     r.timeline.pushed = pushed;
     r.timeline.dropped = dropped;
+    // The ring gives each thread's events in order, not one order across threads.
+    sortByTime(r.timeline.rows);
 
     // The capture backends: their names, coverage and notes (a coverage's stacks are
     // referenced below).

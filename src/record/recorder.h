@@ -173,7 +173,20 @@ private:
     std::atomic<uint64_t> m_ownEnd{0};
     int m_stackDepth;
 
-    std::atomic<int64_t> m_liveBytes[kMaxDevices + 1][size_t(MemKind::Count)] = {};
+    // Live bytes per device and kind, striped by thread (exact: the sum of the stripes), so
+    // that threads allocating at once do not all write one cache line. The peak follows a
+    // device total each thread updates in batches of kPeakBatch bytes (or at once for a larger
+    // allocation): exact for allocations of kPeakBatch or more, otherwise low by less than
+    // kPeakBatch per allocating thread.
+    static constexpr int kStripes = 16;
+    static constexpr int64_t kPeakBatch = int64_t(4) << 20;
+    struct alignas(64) LiveStripe {
+        std::atomic<int64_t> bytes[kMaxDevices + 1][size_t(MemKind::Count)] = {};
+    };
+    int64_t liveSum(int slot, MemKind kind) const;
+    uint64_t m_id = 0;  // tells a thread's batch for this recorder from one for an older one
+    LiveStripe m_stripes[kStripes];
+    std::atomic<int64_t> m_batchedDevice[kMaxDevices + 1] = {};
     std::atomic<int64_t> m_peakDevice[kMaxDevices + 1] = {};
     std::atomic<uint64_t> m_unknownFrees{0};
 

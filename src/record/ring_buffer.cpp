@@ -2,11 +2,27 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <sys/mman.h>
 
 namespace oomscope::record {
+namespace {
 
-RingBuffer::RingBuffer(size_t capacity)
+std::atomic<uint64_t> g_nextRingId{1};
+
+// The block a thread fills, of the ring with id `ring`. Plain data: no destructor runs at
+// thread exit (a hook may push from a thread_local destructor of the program).
+struct ThreadBlock {
+    uint64_t ring = 0;
+    uint64_t next = 0;
+    uint64_t end = 0;
+    void* cell = nullptr;
+};
+thread_local ThreadBlock t_block __attribute__((tls_model("initial-exec")));
+
+} // namespace
+
+RingBuffer::RingBuffer(size_t capacity) : m_id(g_nextRingId.fetch_add(1, std::memory_order_relaxed))
 {
     size_t cap = 16;
     while (cap < capacity && cap < (size_t(1) << 40))
@@ -26,6 +42,32 @@ RingBuffer::~RingBuffer()
 {
     if (m_slots)
         munmap(m_slots, m_capacity * sizeof(Slot));
+    for (Cell* c = m_cells.load(std::memory_order_acquire); c;) {
+        Cell* next = c->next;
+        delete c;
+        c = next;
+    }
+}
+
+RingBuffer::Cell* RingBuffer::newCell() noexcept
+{
+    Cell* cell = new (std::nothrow) Cell();
+    if (!cell)
+        return &m_sharedCell;
+    m_cellCount.fetch_add(1, std::memory_order_release);
+    Cell* head = m_cells.load(std::memory_order_relaxed);
+    do {
+        cell->next = head;
+    } while (!m_cells.compare_exchange_weak(head, cell, std::memory_order_release, std::memory_order_relaxed));
+    return cell;
+}
+
+uint64_t RingBuffer::pushed() const
+{
+    uint64_t n = m_sharedCell.pushed.load(std::memory_order_relaxed);
+    for (const Cell* c = m_cells.load(std::memory_order_acquire); c; c = c->next)
+        n += c->pushed.load(std::memory_order_relaxed);
+    return n;
 }
 
 size_t RingBuffer::memoryBytes() const
@@ -35,18 +77,41 @@ size_t RingBuffer::memoryBytes() const
 
 void RingBuffer::push(const Event& event) noexcept
 {
-    const uint64_t s = m_head.fetch_add(1, std::memory_order_relaxed);
+    ThreadBlock& b = t_block;
+    if (__builtin_expect(b.ring != m_id, 0)) {
+        b.ring = m_id;
+        b.cell = newCell();
+        b.next = b.end = 0;
+    }
+    Cell* cell = static_cast<Cell*>(b.cell);
+    if (cell == &m_sharedCell)
+        cell->pushed.fetch_add(1, std::memory_order_relaxed);
+    else
+        cell->pushed.store(cell->pushed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (!m_slots)
         return;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (b.next == b.end) {
+            b.next = m_head.fetch_add(kBlock, std::memory_order_relaxed);
+            b.end = b.next + kBlock;
+        }
+        if (write(b.next++, event))
+            return;
+        // The rest of this block was lapped while the thread was idle: a fresh block, once.
+        b.next = b.end;
+    }
+}
+
+bool RingBuffer::write(uint64_t s, const Event& event) noexcept
+{
     Slot& slot = m_slots[s & m_mask];
     // Claim the slot: only from a stable (even) state of an older lap. A producer a whole lap
     // behind, or one that finds the slot being written, gives its event up rather than write
-    // beside another producer: the reader never sees a payload of two events, and the event
-    // given up is counted as dropped (pushed − recorded).
+    // beside another producer: the reader never sees a payload of two events.
     uint64_t current = slot.seq.load(std::memory_order_relaxed);
     do {
         if ((current & 1) != 0 || current >= 2 * s + 1)
-            return;
+            return false;
     } while (!slot.seq.compare_exchange_weak(current, 2 * s + 1, std::memory_order_relaxed));
     std::atomic_thread_fence(std::memory_order_release);
     uint64_t words[kWords];
@@ -54,6 +119,7 @@ void RingBuffer::push(const Event& event) noexcept
     for (size_t i = 0; i < kWords; ++i)
         slot.words[i].store(words[i], std::memory_order_relaxed);
     slot.seq.store(2 * s + 2, std::memory_order_release);
+    return true;
 }
 
 bool RingBuffer::readStable(uint64_t s, Event* out) const noexcept
@@ -75,11 +141,18 @@ bool RingBuffer::readStable(uint64_t s, Event* out) const noexcept
 RingBuffer::Snapshot RingBuffer::snapshot(size_t maxEvents) const
 {
     Snapshot out;
-    const uint64_t head = m_head.load(std::memory_order_acquire);
-    out.events.reserve(std::min<uint64_t>(std::min<uint64_t>(head, m_capacity), maxEvents));
-    const auto [pushed, dropped] = forEachStable([&](const Event& e) { out.events.push_back(e); }, maxEvents);
+    out.events.reserve(m_capacity);
+    const auto [pushed, dropped] = forEachStable([&](const Event& e) { out.events.push_back(e); });
     out.pushed = pushed;
     out.dropped = dropped;
+    // Slot order is time order per thread only: one order across threads.
+    const auto byTime = [](const Event& a, const Event& b) { return a.timeNs < b.timeNs; };
+    if (!std::is_sorted(out.events.begin(), out.events.end(), byTime))
+        std::stable_sort(out.events.begin(), out.events.end(), byTime);
+    if (out.events.size() > maxEvents) {
+        out.dropped += out.events.size() - maxEvents;
+        out.events.erase(out.events.begin(), out.events.end() - ptrdiff_t(maxEvents));
+    }
     return out;
 }
 

@@ -1,8 +1,12 @@
 // Bounded multi-producer ring of Events that overwrites the oldest. push() is called from any
-// thread, is lock-free (a fetch_add and a compare-exchange, no retry loop beyond a lost race)
-// and never allocates. snapshot() may run while producers push: it copies the events that are
-// stable and counts every other one as dropped, so that recorded + dropped == pushed always
-// holds.
+// thread and is lock-free: a thread claims a block of kBlock slots with one fetch_add on the
+// shared head and fills it alone (a compare-exchange per slot, against a producer a lap
+// behind), so that threads meet on the head once every kBlock events, not on every one; each
+// thread counts its own pushes in a cell of its own. A thread's first push allocates its cell
+// (once per thread and ring). Events are in slot order, which is time order per thread, not
+// across threads: readers that need one order sort by time (eventsInTimeOrder). snapshot() may
+// run while producers push: it copies the events that are stable and counts every other one
+// as dropped, so that recorded + dropped == pushed always holds.
 #pragma once
 
 #include "record/event.h"
@@ -25,40 +29,47 @@ public:
     RingBuffer(const RingBuffer&) = delete;
     RingBuffer& operator=(const RingBuffer&) = delete;
 
+    static constexpr uint64_t kBlock = 64;
+
     void push(const Event& event) noexcept;
 
     struct Snapshot {
-        std::vector<Event> events;  // oldest first
+        std::vector<Event> events;  // oldest first (by time)
         uint64_t pushed = 0;
         uint64_t dropped = 0;       // overwritten, or still being written at the snapshot
     };
-    // Copies up to maxEvents of the newest events (all of them by default).
+    // Copies up to maxEvents of the newest events (all of them by default), in time order.
     Snapshot snapshot(size_t maxEvents = SIZE_MAX) const;
 
-    // The same walk without the copy: fn(const Event&) for each stable event, oldest first.
-    // Returns {pushed, dropped} as snapshot() counts them.
+    // The same walk without the copy: fn(const Event&) for each stable event, in slot order
+    // (time order per thread). Returns {pushed, dropped} as snapshot() counts them.
     template <class Fn>
-    std::pair<uint64_t, uint64_t> forEachStable(Fn&& fn, size_t maxEvents = SIZE_MAX) const
+    std::pair<uint64_t, uint64_t> forEachStable(Fn&& fn) const
     {
         const uint64_t head = m_head.load(std::memory_order_acquire);
-        if (!m_slots)
-            return {head, head};
-        uint64_t begin = head > m_capacity ? head - m_capacity : 0;
-        if (head - begin > maxEvents)
-            begin = head - maxEvents;
         uint64_t recorded = 0;
-        for (uint64_t s = begin; s < head; ++s) {
-            Event event;
-            if (readStable(s, &event)) {
-                fn(event);
-                ++recorded;
+        if (m_slots) {
+            // The head runs ahead of the last event by the unfilled rest of each thread's
+            // block: the walk goes back that much further. An index and the one a lap later
+            // share a slot, and a slot is stable under one index only: nothing is read twice.
+            const uint64_t width = m_capacity + kBlock * m_cellCount.load(std::memory_order_acquire);
+            const uint64_t begin = head > width ? head - width : 0;
+            for (uint64_t s = begin; s < head; ++s) {
+                Event event;
+                if (readStable(s, &event)) {
+                    fn(event);
+                    ++recorded;
+                }
             }
         }
-        return {head, head - recorded};
+        // Counted after the walk: every event it read was counted by its producer before it
+        // was published, so recorded <= pushed.
+        const uint64_t all = pushed();
+        return {all, all > recorded ? all - recorded : 0};
     }
 
     size_t capacity() const { return m_capacity; }
-    uint64_t pushed() const { return m_head.load(std::memory_order_relaxed); }
+    uint64_t pushed() const;
     size_t memoryBytes() const;
 
 private:
@@ -73,9 +84,21 @@ private:
         std::atomic<uint64_t> words[kWords];
     };
 
+    // A producer thread's count of its pushes; one writer, summed by pushed().
+    struct alignas(64) Cell {
+        std::atomic<uint64_t> pushed{0};
+        Cell* next = nullptr;
+    };
+    Cell* newCell() noexcept;
+    bool write(uint64_t s, const Event& event) noexcept;
+
     Slot* m_slots = nullptr;
     size_t m_capacity = 0;
     size_t m_mask = 0;
+    const uint64_t m_id;              // tells a thread's block of this ring from one of an older ring
+    std::atomic<Cell*> m_cells{nullptr};
+    std::atomic<uint64_t> m_cellCount{1};  // the shared cell too
+    Cell m_sharedCell;                // for a thread whose own cell could not be allocated
     alignas(64) std::atomic<uint64_t> m_head{0};
 };
 

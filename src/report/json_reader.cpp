@@ -1,5 +1,7 @@
 #include "report/json_reader.h"
 
+#include <charconv>
+
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -531,6 +533,175 @@ bool depthWithin(std::string_view text, int limit, size_t* where)
     return true;
 }
 
+// The fast path for timeline.rows, most of a large report: the rows array is found by a scan
+// of the JSON's structure (strings, depth, keys) and read by hand, and nlohmann parses the rest
+// with an empty rows array. Anything the hand reader does not expect (escapes, fractions,
+// exponents, a value out of range) makes it give up: the whole text then goes the slow,
+// checked way, which names the error.
+
+// Index one past the string starting at text[i] == '"'; npos if unterminated.
+size_t skipString(std::string_view text, size_t i)
+{
+    for (++i; i < text.size(); ++i) {
+        if (text[i] == '\\')
+            ++i;
+        else if (text[i] == '"')
+            return i + 1;
+    }
+    return std::string_view::npos;
+}
+
+// The offset of the '[' of timeline.rows.
+std::optional<size_t> findTimelineRows(std::string_view text)
+{
+    std::vector<char> stack;  // '{' or '['
+    bool expectKey = false;
+    std::string_view key1, key2;  // the current keys at depths 1 and 2
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '"') {
+            const size_t end = skipString(text, i);
+            if (end == std::string_view::npos)
+                return std::nullopt;
+            if (!stack.empty() && stack.back() == '{' && expectKey) {
+                const std::string_view key = text.substr(i + 1, end - i - 2);
+                if (stack.size() == 1)
+                    key1 = key;
+                else if (stack.size() == 2)
+                    key2 = key;
+                expectKey = false;
+            }
+            i = end - 1;
+        } else if (c == '{') {
+            stack.push_back('{');
+            expectKey = true;
+        } else if (c == '[') {
+            if (stack.size() == 2 && stack[0] == '{' && stack[1] == '{' && key1 == "timeline" && key2 == "rows")
+                return i;
+            stack.push_back('[');
+        } else if (c == '}' || c == ']') {
+            if (stack.empty())
+                return std::nullopt;
+            stack.pop_back();
+            expectKey = false;
+        } else if (c == ',') {
+            expectKey = !stack.empty() && stack.back() == '{';
+        }
+    }
+    return std::nullopt;
+}
+
+class RowScanner {
+public:
+    RowScanner(std::string_view text, Timeline* tl) : m_p(text.data()), m_end(text.data() + text.size()), m_tl(tl) {}
+
+    // The array at the start of the text; false at the first thing it does not expect.
+    // consumed(): how far it read (one past the ']').
+    size_t consumed(const char* start) const { return size_t(m_p - start); }
+    bool rows()
+    {
+        if (!expect('['))
+            return false;
+        space();
+        if (peek(']'))
+            return done();
+        for (;;) {
+            if (!row())
+                return false;
+            space();
+            if (peek(']'))
+                return done();
+            if (!expect(','))
+                return false;
+        }
+    }
+
+private:
+    bool done()
+    {
+        ++m_p;
+        return true;
+    }
+    void space()
+    {
+        while (m_p < m_end && (*m_p == ' ' || *m_p == '\n' || *m_p == '\t' || *m_p == '\r'))
+            ++m_p;
+    }
+    bool peek(char c) const { return m_p < m_end && *m_p == c; }
+    bool expect(char c)
+    {
+        space();
+        if (!peek(c))
+            return false;
+        ++m_p;
+        return true;
+    }
+    template <class T>
+    bool number(T* out)
+    {
+        space();
+        const auto [ptr, ec] = std::from_chars(m_p, m_end, *out);
+        if (ec != std::errc() || ptr == m_p || (ptr < m_end && (*ptr == '.' || *ptr == 'e' || *ptr == 'E')))
+            return false;
+        if (*m_p == '-' && std::is_unsigned_v<T>)
+            return false;
+        m_p = ptr;
+        return true;
+    }
+    bool name(uint16_t* out)
+    {
+        space();
+        if (!peek('"'))
+            return false;
+        const char* begin = ++m_p;
+        while (m_p < m_end && *m_p != '"') {
+            if (*m_p == '\\' || static_cast<unsigned char>(*m_p) < 0x20 || static_cast<unsigned char>(*m_p) >= 0x80)
+                return false;  // escapes, control characters, UTF-8: the checked reader
+            ++m_p;
+        }
+        if (m_p == m_end)
+            return false;
+        const std::string_view text(begin, size_t(m_p - begin));
+        ++m_p;
+        for (const auto& [seen, index] : m_names) {
+            if (seen == text) {
+                *out = index;
+                return true;
+            }
+        }
+        if (m_names.size() > 256)
+            return false;
+        *out = m_tl->intern(std::string(text));
+        m_names.emplace_back(text, *out);
+        return true;
+    }
+    bool row()
+    {
+        TimelineRow r;
+        int64_t device = 0, error = 0;
+        uint64_t stack = 0, thread = 0;
+        if (!(expect('[') && number(&r.timeNs) && expect(',') && name(&r.kind) && expect(',') && number(&device) &&
+              expect(',') && number(&r.address) && expect(',') && number(&r.size) && expect(',') && number(&r.stream) &&
+              expect(',') && name(&r.api) && expect(',') && number(&stack) && expect(',') && number(&thread) &&
+              expect(',') && number(&error) && expect(']')))
+            return false;
+        if (device < INT32_MIN || device > INT32_MAX || error < INT32_MIN || error > INT32_MAX || stack > UINT32_MAX ||
+            thread > UINT32_MAX)
+            return false;
+        r.device = int32_t(device);
+        r.error = int32_t(error);
+        r.stack = uint32_t(stack);
+        r.thread = uint32_t(thread);
+        m_tl->rows.push_back(r);
+        return true;
+    }
+
+    const char* m_p;
+    const char* m_end;
+    Timeline* m_tl;
+    std::vector<std::pair<std::string_view, uint16_t>> m_names;
+};
+
 } // namespace
 
 namespace {
@@ -541,6 +712,30 @@ bool readReportText(std::string_view text, Report* out, std::string* error)
     if (firstNonSpace == std::string::npos) {
         *error = "empty file";
         return false;
+    }
+    // The fast path: the rows read by hand, the rest of the document parsed without them.
+    if (const std::optional<size_t> begin = findTimelineRows(text)) {
+        Timeline rows;
+        rows.rows.reserve((text.size() - *begin) / 70);
+        RowScanner scanner(text.substr(*begin), &rows);
+        size_t deepAt = 0;
+        if (scanner.rows()) {
+            const size_t end = *begin + scanner.consumed(text.data() + *begin);
+            std::string rest;
+            rest.reserve(text.size() - (end - *begin) + 2);
+            rest.append(text.substr(0, *begin)).append("[]").append(text.substr(end));
+            if (depthWithin(rest, kMaxJsonDepth, &deepAt)) {  // too deep: the slow path says where
+                try {
+                    const Json root = Json::parse(rest);
+                    Report report;
+                    readAll(Value(root, ""), &report, &rows);
+                    *out = std::move(report);
+                    return true;
+                } catch (...) {
+                    // The slow path below says what is wrong.
+                }
+            }
+        }
     }
     size_t where = 0;
     if (!depthWithin(text, kMaxJsonDepth, &where)) {

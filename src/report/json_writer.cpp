@@ -1,7 +1,9 @@
 #include "report/json_writer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <thread>
 
 namespace oomscope::report {
 namespace {
@@ -122,6 +124,20 @@ public:
         m_out.append(text, size);
         maybeFlush();
     }
+    // Several elements of the current array already joined by commas.
+    void rawElements(const std::string& text)
+    {
+        if (text.empty())
+            return;
+        comma();
+        size_t done = 0;
+        while (done < text.size()) {  // in chunks: the buffer stays bounded
+            const size_t n = std::min(text.size() - done, kChunk);
+            m_out.append(text, done, n);
+            done += n;
+            maybeFlush();
+        }
+    }
 
 private:
     static constexpr size_t kChunk = 1 << 20;
@@ -206,6 +222,52 @@ void writeStringArray(Writer& w, const std::vector<std::string>& values)
     for (const std::string& v : values)
         w.value(v);
     w.endArray();
+}
+
+// Timeline rows from the parallel formatting: chunks of this many rows, this many threads at
+// most, and none below kParallelRows rows.
+constexpr size_t kRowsPerChunk = 65536;
+constexpr size_t kMaxWorkers = 8;
+constexpr size_t kParallelRows = 131072;
+
+// Rows [begin, end) as JSON text joined by commas, into *out (replaced).
+void formatRows(const Timeline& tl, const std::vector<std::string>& quoted, size_t begin, size_t end, std::string* out)
+{
+    static const std::string kUnknown = "\"unknown\"";
+    auto nameText = [&](uint16_t index) -> const std::string& { return index < quoted.size() ? quoted[index] : kUnknown; };
+    std::string& line = *out;
+    line.clear();
+    line.reserve((end - begin) * 96);
+    auto number = [&line](auto v) {
+        char digits[24];
+        line.append(digits, std::to_chars(digits, digits + sizeof(digits), v).ptr);
+    };
+    for (size_t i = begin; i < end; ++i) {
+        const TimelineRow& row = tl.rows[i];
+        if (i != begin)
+            line += ',';
+        line += '[';
+        number(row.timeNs);
+        line += ',';
+        line += nameText(row.kind);
+        line += ',';
+        number(int64_t(row.device));
+        line += ',';
+        number(row.address);
+        line += ',';
+        number(row.size);
+        line += ',';
+        number(row.stream);
+        line += ',';
+        line += nameText(row.api);
+        line += ',';
+        number(row.stack);
+        line += ',';
+        number(row.thread);
+        line += ',';
+        number(int64_t(row.error));
+        line += ']';
+    }
 }
 
 void writeAll(Writer& w, const Report& r)
@@ -343,45 +405,37 @@ void writeAll(Writer& w, const Report& r)
     w.endArray();
     w.key("rows");
     w.beginArray();
-    // Each name once as JSON text, then every row formatted into one buffer.
+    // Each name once as JSON text, then the rows formatted in parallel chunks (a million rows
+    // are most of an OOM dump's time), written in order.
     std::vector<std::string> quoted;
     for (const std::string& name : tl.names) {
         std::string q;
         appendJsonString(q, name);
         quoted.push_back(std::move(q));
     }
-    static const std::string kUnknown = "\"unknown\"";
-    auto nameText = [&](uint16_t index) -> const std::string& { return index < quoted.size() ? quoted[index] : kUnknown; };
-    std::string line;
-    line.reserve(256);
-    for (const TimelineRow& row : tl.rows) {
-        line.clear();
-        auto number = [&line](auto v) {
-            char digits[24];
-            line.append(digits, std::to_chars(digits, digits + sizeof(digits), v).ptr);
-        };
-        line += '[';
-        number(row.timeNs);
-        line += ',';
-        line += nameText(row.kind);
-        line += ',';
-        number(int64_t(row.device));
-        line += ',';
-        number(row.address);
-        line += ',';
-        number(row.size);
-        line += ',';
-        number(row.stream);
-        line += ',';
-        line += nameText(row.api);
-        line += ',';
-        number(row.stack);
-        line += ',';
-        number(row.thread);
-        line += ',';
-        number(int64_t(row.error));
-        line += ']';
-        w.rawElement(line.data(), line.size());
+    const size_t n = tl.rows.size();
+    const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
+    const size_t workers = n < kParallelRows ? 1 : std::min<size_t>(hardware, kMaxWorkers);
+    const size_t perChunk = std::max<size_t>(1, std::min(kRowsPerChunk, (n + workers - 1) / workers));
+    std::vector<std::string> chunks(workers);
+    for (size_t round = 0; round < n; round += perChunk * workers) {
+        std::vector<std::thread> helpers;
+        for (size_t k = 1; k < workers; ++k) {
+            const size_t begin = std::min(n, round + k * perChunk);
+            const size_t end = std::min(n, begin + perChunk);
+            try {
+                helpers.emplace_back([&, k, begin, end] { formatRows(tl, quoted, begin, end, &chunks[k]); });
+            } catch (...) {
+                formatRows(tl, quoted, begin, end, &chunks[k]);  // no thread: this one does it
+            }
+        }
+        formatRows(tl, quoted, round, std::min(n, round + perChunk), &chunks[0]);
+        for (std::thread& h : helpers)
+            h.join();
+        for (std::string& chunk : chunks) {
+            w.rawElements(chunk);
+            chunk.clear();
+        }
     }
     w.endArray();
     w.field("capacity", tl.capacity);

@@ -85,3 +85,31 @@ TEST_CASE("reader rejects hostile input without crashing", "[reader]")
     // Invalid UTF-8 inside a string.
     CHECK(readError(replaceOnce(full, "node-7", "node-\xff")).find("not valid JSON") == 0);
 }
+
+TEST_CASE("timeline rows read the same by the hand reader and by the checked one", "[reader]")
+{
+    const Report original = oomscope::test::sampleReport();
+    const std::string text = reportToJson(original);
+    Report fast;
+    std::string error;
+    REQUIRE(readReport(text, &fast, &error));
+    REQUIRE(fast == original);
+
+    // Whitespace between the values: still the hand reader's.
+    std::string spaced = std::regex_replace(text, std::regex(R"(\],\[)"), "],\n  [ ");
+    Report read;
+    REQUIRE(readReport(spaced, &read, &error));
+    CHECK(read == original);
+
+    // An escaped name, a value with an exponent: the hand reader gives up, the checked reader
+    // reads the escape and refuses the exponent by its path.
+    const std::string escaped = std::regex_replace(text, std::regex(R"(,"cudaMalloc",)"), R"(,"cuda\u004dalloc",)");
+    REQUIRE(escaped != text);
+    REQUIRE(readReport(escaped, &read, &error));
+    CHECK(read == original);
+    const size_t rows = text.find("\"rows\":[[");
+    REQUIRE(rows != std::string::npos);
+    std::string exponent = text;
+    exponent.insert(text.find(',', rows + 9), "e0");
+    CHECK(readError(exponent).find("timeline.rows[0][0]") != std::string::npos);
+}

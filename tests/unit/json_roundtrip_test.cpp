@@ -67,3 +67,37 @@ TEST_CASE("a large timeline is written through a sink in chunks", "[json]")
     } failing;
     CHECK_FALSE(writeReport(r, failing));
 }
+
+TEST_CASE("a timeline long enough for the parallel row formatting reads back row for row", "[json]")
+{
+    Report r = oomscope::test::sampleReport();
+    const TimelineRow model = r.timeline.rows.front();
+    r.timeline.rows.clear();
+    // Past the parallel threshold and not a multiple of any chunk size: every boundary shows.
+    for (uint64_t i = 0; i < 300007; ++i) {
+        TimelineRow row = model;
+        row.timeNs = 1000 + i;
+        row.address = 0x7f0000000000 + i * 4096;
+        row.size = i % 977;
+        row.thread = uint32_t(i % 13);
+        r.timeline.rows.push_back(row);
+    }
+    const std::string text = reportToJson(r);
+    Report read;
+    std::string error;
+    REQUIRE(readReport(text, &read, &error));
+    REQUIRE(read.timeline.rows.size() == r.timeline.rows.size());
+    // Row for row, with the names (the reader numbers the names it meets, in its own order).
+    auto same = [&](const TimelineRow& a, const TimelineRow& b) {
+        return a.timeNs == b.timeNs && r.timeline.name(a.kind) == read.timeline.name(b.kind) && a.device == b.device &&
+               a.address == b.address && a.size == b.size && a.stream == b.stream &&
+               r.timeline.name(a.api) == read.timeline.name(b.api) && a.stack == b.stack && a.thread == b.thread &&
+               a.error == b.error;
+    };
+    size_t firstDifferent = r.timeline.rows.size();
+    for (size_t i = 0; i < r.timeline.rows.size() && firstDifferent == r.timeline.rows.size(); ++i) {
+        if (!same(r.timeline.rows[i], read.timeline.rows[i]))
+            firstDifferent = i;
+    }
+    CHECK(firstDifferent == r.timeline.rows.size());
+}
