@@ -73,6 +73,7 @@ const Config& Config::get()
         }
         if (const char* dir = std::getenv("OOMSCOPE_OUTPUT_DIR"); dir && *dir)
             c->outputDir = dir;
+        c->pythonFrames = envFlag("OOMSCOPE_PYTHON_FRAMES", true);
         c->exitReport = envFlag("OOMSCOPE_EXIT_REPORT", true);
         c->signalReports = envFlag("OOMSCOPE_SIGNALS", true);
         c->quiet = envFlag("OOMSCOPE_QUIET", false);

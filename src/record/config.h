@@ -12,6 +12,7 @@ struct Config {
     bool disabled = false;          // OOMSCOPE_DISABLE=1: every hook is a pass-through
     size_t ringEvents = 1 << 20;    // OOMSCOPE_RING_EVENTS
     int stackDepth = 32;            // OOMSCOPE_STACK_DEPTH (0: no stacks)
+    bool pythonFrames = true;       // OOMSCOPE_PYTHON_FRAMES=0: native frames only in Python processes
     std::string outputDir;          // OOMSCOPE_OUTPUT_DIR, default: the working directory
     bool exitReport = true;         // OOMSCOPE_EXIT_REPORT=0 turns the report at exit off
     bool signalReports = true;      // OOMSCOPE_SIGNALS=0 installs no signal handlers

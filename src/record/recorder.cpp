@@ -169,7 +169,8 @@ StackId Recorder::captureStack() noexcept
     // starts: its frames are replaced by the Python frames of the thread (python_frames.h).
     constexpr int kPythonFramesMax = 64;
     constexpr int kInterpreterSearch = 96;
-    const bool python = PythonFrames::available();
+    static const bool pythonFrames = Config::get().pythonFrames;
+    const bool python = pythonFrames && PythonFrames::available();
     uint64_t raw[256 + kOwnFramesMax + kInterpreterSearch + kPythonFramesMax];
     const int n = captureBacktrace(raw, m_stackDepth + kOwnFramesMax + (python ? kInterpreterSearch : 0));
     const uint64_t begin = m_ownBegin.load(std::memory_order_relaxed);
