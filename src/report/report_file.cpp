@@ -5,7 +5,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <csignal>
+#include <ctime>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -38,12 +41,48 @@ private:
 };
 
 std::atomic<unsigned> g_tempCounter{0};
+
+// A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action ends the process with a core
+// dump: the program would die of our report. The signal is blocked on this thread while the
+// report is written, and one that our writes raised is taken off before it is unblocked (the
+// write itself fails with EFBIG and the report is given up, as on a full disk).
+class FileSizeSignalGuard {
+public:
+    FileSizeSignalGuard()
+    {
+        sigemptyset(&m_set);
+        sigaddset(&m_set, SIGXFSZ);
+        sigset_t pending;
+        m_wasPending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+        m_blocked = pthread_sigmask(SIG_BLOCK, &m_set, &m_old) == 0;
+    }
+    ~FileSizeSignalGuard()
+    {
+        if (!m_blocked)
+            return;
+        sigset_t pending;
+        if (!m_wasPending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
+            const timespec now{0, 0};
+            sigtimedwait(&m_set, nullptr, &now);
+        }
+        pthread_sigmask(SIG_SETMASK, &m_old, nullptr);
+    }
+    FileSizeSignalGuard(const FileSizeSignalGuard&) = delete;
+    FileSizeSignalGuard& operator=(const FileSizeSignalGuard&) = delete;
+
+private:
+    sigset_t m_set;
+    sigset_t m_old;
+    bool m_wasPending = false;
+    bool m_blocked = false;
+};
 constexpr unsigned kRenameNoReplace = 1;  // RENAME_NOREPLACE of <linux/fs.h>
 
 template <class WriteFn>
 WriteResult writeAtomically(const std::string& dir, const std::string& stem, const std::string& suffix, WriteFn&& write)
 {
     WriteResult result;
+    FileSizeSignalGuard fileSizeGuard;
     const std::string base = (dir.empty() ? std::string(".") : dir) + "/";
     const std::string temp = base + "." + stem + ".tmp." + std::to_string(getpid()) + "." +
                              std::to_string(g_tempCounter.fetch_add(1));

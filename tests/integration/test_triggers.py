@@ -1,5 +1,6 @@
 """Reports at exit, on SIGTERM / SIGINT, on request; a fork child writes nothing."""
 import signal
+import os
 import subprocess
 
 import oomscope_testlib as t
@@ -124,6 +125,25 @@ def test_unwritable_output_dir_is_one_notice_and_the_program_goes_on(build, tmp_
     assert "allocated" in run.stdout
     notices = [l for l in run.stderr.splitlines() if l.startswith("oomscope:")]
     assert len(notices) == 1 and "could not write the exit report" in notices[0], run.stderr
+
+
+def test_a_full_disk_is_one_notice_per_trigger_and_never_kills_the_program(build, tmp_path):
+    # RLIMIT_FSIZE stands in for a full disk: the write fails, and the SIGXFSZ it raises (whose
+    # default action ends the process) is never delivered. The next trigger tries again.
+    import resource
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    run = subprocess.run([build.program("alloc_modes"), "dump"], capture_output=True, text=True, cwd=str(tmp_path),
+                         preexec_fn=small_files,
+                         env=build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(tmp_path)))
+    assert run.returncode == 0, (run.returncode, run.stderr)
+    notices = [l for l in run.stderr.splitlines() if l.startswith("oomscope:")]
+    assert len(notices) == 2, run.stderr
+    assert "could not write the request report" in notices[0] and "File too large" in notices[0]
+    assert "could not write the exit report" in notices[1]
+    assert os.listdir(str(tmp_path)) == []  # no partial report, no temporary file
 
 
 def test_an_allocator_retry_is_one_oom_episode(build, tmp_path):
