@@ -9,6 +9,7 @@
 #include "record/source_attribution.h"
 #include "record/symbolize.h"
 #include "record/triggers.h"
+#include "report/huge_pages.h"
 #include "report/model.h"
 #include "report/report_file.h"
 
@@ -904,6 +905,7 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     // Timeline: straight from the ring into rows (a million events: no intermediate copy).
     r.timeline.capacity = m_ring.capacity();
     r.timeline.rows.reserve(std::min<uint64_t>(m_ring.pushed(), m_ring.capacity()));
+    report::adviseHugePages(r.timeline.rows.data(), r.timeline.rows.capacity() * sizeof(report::TimelineRow));
     uint16_t kindIndex[size_t(EventKind::Count)];
     for (size_t k = 0; k < size_t(EventKind::Count); ++k)
         kindIndex[k] = r.timeline.intern(eventKindName(EventKind(k)));

@@ -1,5 +1,7 @@
 #include "report/json_reader.h"
 
+#include "report/huge_pages.h"
+
 #include <charconv>
 
 #include <nlohmann/json.hpp>
@@ -717,6 +719,7 @@ bool readReportText(std::string_view text, Report* out, std::string* error)
     if (const std::optional<size_t> begin = findTimelineRows(text)) {
         Timeline rows;
         rows.rows.reserve((text.size() - *begin) / 70);
+        adviseHugePages(rows.rows.data(), rows.rows.capacity() * sizeof(TimelineRow));
         RowScanner scanner(text.substr(*begin), &rows);
         size_t deepAt = 0;
         if (scanner.rows()) {
