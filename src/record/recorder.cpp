@@ -695,6 +695,16 @@ void Recorder::unlockAllAfterFork() noexcept
     m_dumpMutex.unlock();
 }
 
+void Recorder::unlockAllInChild() noexcept
+{
+    m_stacks.unlockAll();
+    m_vmm.unlockAfterFork();
+    m_live.unlockAll();
+    // A recursive mutex knows its owner by thread id, and the child's thread has a new one:
+    // unlocking fails (EPERM) and the child's first dump hung at exit. A fresh mutex instead.
+    new (&m_dumpMutex) std::recursive_mutex();
+}
+
 std::vector<report::MemoryRow> Recorder::memoryRows(const std::vector<report::Device>& devices)
 {
     std::map<int64_t, report::MemoryRow> rows;

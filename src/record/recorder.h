@@ -133,7 +133,8 @@ public:
 
     // fork() support: prepare takes every lock, parent/child release them.
     void lockAllForFork() noexcept;
-    void unlockAllAfterFork() noexcept;
+    void unlockAllAfterFork() noexcept;  // in the parent
+    void unlockAllInChild() noexcept;    // in the child
 
     uint64_t liveBytes(int device, MemKind kind) const;
     const LiveMap& liveMap() const { return m_live; }

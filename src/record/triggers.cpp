@@ -174,7 +174,7 @@ void forkChild()
 {
     resetThreadIdAfterFork();
     if (g_recorder)
-        g_recorder->unlockAllAfterFork();
+        g_recorder->unlockAllInChild();
     // The child has no agent thread and did not make the parent's allocations: it writes
     // nothing unless it records CUDA activity of its own, and its signals go straight on.
     g_agentRunning.store(false, std::memory_order_release);

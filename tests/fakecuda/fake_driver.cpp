@@ -21,6 +21,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <vector>
 
@@ -108,10 +110,29 @@ struct State {
     CUmemGenericAllocationHandle nextHandle = 1;
 };
 
+State& state();
+
+// fork(): the child must not inherit the state's mutex held by another thread (the allocating
+// thread of the parent). The real driver gives a forked child no CUDA at all; the fake keeps
+// working, as the fork tests want the preload's own fork handling exercised.
+void forkPrepare()
+{
+    state().mutex.lock();
+}
+void forkParent()
+{
+    state().mutex.unlock();
+}
+void forkChild()
+{
+    new (&state().mutex) std::mutex();
+}
+
 State& state()
 {
     static State* s = [] {
         auto* st = new State();
+        pthread_atfork(forkPrepare, forkParent, forkChild);
         const int count = std::max(1, int(envSize("FAKECUDA_DEVICES", 1)));
         st->contextBytes = envSize("FAKECUDA_CONTEXT_BYTES", 32ull << 20);
         st->devices.resize(size_t(count));

@@ -24,3 +24,16 @@ def test_threads_freeing_each_others_buffers(build, tmp_path):
     assert rep["capture"]["unknown_frees"] == 0
     times = [r[0] for r in tl["rows"]]
     assert times == sorted(times)  # one order across threads
+
+
+def test_fork_while_another_thread_is_in_a_hook(build, tmp_path):
+    # Twenty children forked while a worker thread allocates without pause: none hangs (the
+    # preload's locks are taken around fork), each writes its own exit report.
+    forks = 20
+    run = build.preloaded([build.program("fork_in_hook"), str(forks)], str(tmp_path), OOMSCOPE_QUIET="1",
+                          OOMSCOPE_CUPTI="off", OOMSCOPE_RING_EVENTS="4Ki")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"forks {forks} ok {forks}" in run.stdout
+    reports = t.reports_in(str(tmp_path))["exit"]
+    pids = {t.load(p)["process"]["pid"] for p in reports}
+    assert len(reports) == forks + 1 and len(pids) == forks + 1
