@@ -65,3 +65,32 @@ def test_program_with_its_own_cxx_runtime_spdlog_and_exceptions(build, tmp_path)
     rep = t.load(t.reports_in(str(tmp_path))["exit"][0])
     assert t.memory_row(rep, 0)["tracked_bytes"] == 0
     assert len([r for r in rep["timeline"]["rows"] if r[1] == "alloc"]) == 10
+
+
+def test_spawned_workers_that_never_touch_cuda_pay_nothing(build, tmp_path):
+    # multiprocessing's spawn workers (DataLoader-style) inherit LD_PRELOAD: no report, no
+    # thread of ours, same output as without the preload.
+    code = """
+import multiprocessing as mp, os
+def work(q):
+    threads = len(os.listdir('/proc/self/task'))  # before q.put starts the queue's feeder thread
+    q.put(threads)
+if __name__ == '__main__':
+    ctx = mp.get_context('spawn')
+    q = ctx.Queue()
+    workers = [ctx.Process(target=work, args=(q,)) for _ in range(3)]
+    for w in workers: w.start()
+    counts = sorted(q.get() for _ in workers)
+    for w in workers: w.join()
+    print('worker threads', counts, 'exit codes', [w.exitcode for w in workers])
+"""
+    script = tmp_path / "spawn.py"
+    script.write_text(code)
+    out = tmp_path / "reports"
+    out.mkdir()
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=build.env(), cwd=str(tmp_path))
+    traced = build.preloaded([sys.executable, str(script)], str(out))
+    assert traced.returncode == plain.returncode == 0, traced.stderr
+    assert traced.stdout == plain.stdout == "worker threads [1, 1, 1] exit codes [0, 0, 0]\n"
+    assert traced.stderr == ""
+    assert os.listdir(str(out)) == []

@@ -65,6 +65,17 @@ def test_sigterm_writes_a_report_then_terminates(build, tmp_path):
     check_live_memory(rep)
 
 
+def test_abort_writes_a_report_then_dies_of_sigabrt(build, tmp_path):
+    run = build.preloaded([build.program("alloc_modes"), "abort"], str(tmp_path), OOMSCOPE_QUIET="1")
+    assert run.returncode == -signal.SIGABRT, (run.returncode, run.stderr)  # as without us
+    assert "aborting" in run.stdout
+    reports = t.reports_in(str(tmp_path))
+    assert list(reports) == ["signal"], reports
+    rep = t.load(reports["signal"][0])
+    assert rep["trigger"]["message"] == "received SIGABRT"
+    check_live_memory(rep)
+
+
 def test_sigterm_through_oomscope_run_is_forwarded(build, tmp_path):
     proc = start(build, ["wait"], tmp_path, via_cli=True)
     wait_for_line(proc, "ready")
@@ -160,3 +171,16 @@ def test_failures_further_apart_than_the_window_are_two_episodes(build, tmp_path
                           OOMSCOPE_OOM_EPISODE_MS="0")
     assert "failures 2" in run.stdout
     assert len(t.reports_in(str(tmp_path))["oom"]) == 2
+
+
+def test_exec_children_using_cuda_write_their_own_reports(build, tmp_path):
+    # A shell (no CUDA) runs the program twice: two reports, one per CUDA process, none from
+    # the shell; each names its own process.
+    prog = build.program("alloc_modes")
+    run = build.preloaded(["sh", "-c", f"'{prog}' exit; '{prog}' exit; echo done"], str(tmp_path), OOMSCOPE_QUIET="1")
+    assert run.returncode == 0 and run.stdout.strip().endswith("done"), run.stderr
+    reports = t.reports_in(str(tmp_path))
+    assert list(reports) == ["exit"] and len(reports["exit"]) == 2, reports
+    pids = {t.load(p)["process"]["pid"] for p in reports["exit"]}
+    cmds = {t.load(p)["process"]["cmdline"][0] for p in reports["exit"]}
+    assert len(pids) == 2 and cmds == {prog}

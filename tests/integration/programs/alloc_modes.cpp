@@ -6,6 +6,7 @@
 //            handler prints "handled" and the program exits 0
 //   dump     calls oomscope_dump("checkpoint") through dlsym and prints the path
 //   fork     forks a child that makes no CUDA call and exits normally
+//   abort    calls abort() (SIGABRT: a report, then the program dies of it as without us)
 //   retry    fails out of memory, succeeds with small requests, fails again (an allocator's
 //            retry after flushing its cache)
 // Output is line-buffered so that a test can wait for "ready" instead of sleeping.
@@ -82,6 +83,11 @@ int main(int argc, char** argv)
         auto dump = reinterpret_cast<const char* (*)(const char*)>(dlsym(RTLD_DEFAULT, "oomscope_dump"));
         std::printf("dump: %s\n", dump ? dump("checkpoint") : "(no oomscope)");
         return 0;
+    }
+    if (std::strcmp(mode, "abort") == 0) {
+        std::printf("aborting\n");
+        std::fflush(stdout);
+        std::abort();  // SIGABRT from the program itself: a report, then the same death
     }
     if (std::strcmp(mode, "retry") == 0) {
         void* p = nullptr;
