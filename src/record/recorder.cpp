@@ -212,19 +212,38 @@ void Recorder::push(EventKind kind, const AllocRecord& alloc, int error, uint64_
 
 namespace {
 
-std::atomic<int> g_nextStripe{0};
-
-// A thread's stripe and its device-memory deltas not yet added to the batched totals (the
-// first kBatchedSlots device slots; others go straight through). Plain data: no destructor.
+// A thread's live-byte cell and its device-memory deltas not yet added to the batched totals
+// (the first kBatchedSlots device slots; others go straight through). Plain data: no destructor.
 constexpr int kBatchedSlots = 8;
 struct ThreadLive {
     uint64_t owner = 0;
-    int stripe = 0;
+    void* cell = nullptr;
     int64_t pending[kBatchedSlots] = {};
 };
 thread_local ThreadLive t_live __attribute__((tls_model("initial-exec")));
 
 } // namespace
+
+Recorder::~Recorder()
+{
+    for (LiveCell* c = m_liveCells.load(std::memory_order_acquire); c;) {
+        LiveCell* next = c->next;
+        delete c;
+        c = next;
+    }
+}
+
+Recorder::LiveCell* Recorder::newLiveCell() noexcept
+{
+    LiveCell* cell = new (std::nothrow) LiveCell();
+    if (!cell)
+        return &m_sharedLiveCell;
+    LiveCell* head = m_liveCells.load(std::memory_order_relaxed);
+    do {
+        cell->next = head;
+    } while (!m_liveCells.compare_exchange_weak(head, cell, std::memory_order_release, std::memory_order_relaxed));
+    return cell;
+}
 
 void Recorder::addLive(int device, MemKind kind, int64_t delta) noexcept
 {
@@ -233,9 +252,14 @@ void Recorder::addLive(int device, MemKind kind, int64_t delta) noexcept
     if (__builtin_expect(t.owner != m_id, 0)) {
         t = ThreadLive{};
         t.owner = m_id;
-        t.stripe = g_nextStripe.fetch_add(1, std::memory_order_relaxed) % kStripes;
+        t.cell = newLiveCell();
     }
-    m_stripes[t.stripe].bytes[s][size_t(kind)].fetch_add(delta, std::memory_order_relaxed);
+    auto* cell = static_cast<LiveCell*>(t.cell);
+    std::atomic<int64_t>& bytes = cell->bytes[s][size_t(kind)];
+    if (__builtin_expect(cell == &m_sharedLiveCell, 0))
+        bytes.fetch_add(delta, std::memory_order_relaxed);
+    else
+        bytes.store(bytes.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
     if (kind != MemKind::Device)
         return;
     int64_t flush = delta;
@@ -254,9 +278,9 @@ void Recorder::addLive(int device, MemKind kind, int64_t delta) noexcept
 
 int64_t Recorder::liveSum(int s, MemKind kind) const
 {
-    int64_t sum = 0;
-    for (const LiveStripe& stripe : m_stripes)
-        sum += stripe.bytes[s][size_t(kind)].load(std::memory_order_relaxed);
+    int64_t sum = m_sharedLiveCell.bytes[s][size_t(kind)].load(std::memory_order_relaxed);
+    for (const LiveCell* c = m_liveCells.load(std::memory_order_acquire); c; c = c->next)
+        sum += c->bytes[s][size_t(kind)].load(std::memory_order_relaxed);
     return sum;
 }
 

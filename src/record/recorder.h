@@ -142,6 +142,9 @@ public:
     const StackTable& stacks() const { return m_stacks; }
 
     Recorder();  // public for tests; production code uses start()
+    ~Recorder();
+    Recorder(const Recorder&) = delete;
+    Recorder& operator=(const Recorder&) = delete;
 
 private:
     void sampleStepSites(const FrameworkState* state, report::Step& step);
@@ -174,19 +177,22 @@ private:
     std::atomic<uint64_t> m_ownEnd{0};
     int m_stackDepth;
 
-    // Live bytes per device and kind, striped by thread (exact: the sum of the stripes), so
-    // that threads allocating at once do not all write one cache line. The peak follows a
-    // device total each thread updates in batches of kPeakBatch bytes (or at once for a larger
-    // allocation): exact for allocations of kPeakBatch or more, otherwise low by less than
-    // kPeakBatch per allocating thread.
-    static constexpr int kStripes = 16;
+    // Live bytes per device and kind, in a cell per thread (one writer: a plain load and store,
+    // no locked instruction; exact: the sum of the cells at a dump), so that threads allocating
+    // at once write no common cache line. A thread whose cell cannot be allocated uses the
+    // shared one (atomic adds). The peak follows a device total each thread updates in batches
+    // of kPeakBatch bytes (or at once for a larger allocation): exact for allocations of
+    // kPeakBatch or more, otherwise low by less than kPeakBatch per allocating thread.
     static constexpr int64_t kPeakBatch = int64_t(4) << 20;
-    struct alignas(64) LiveStripe {
+    struct alignas(64) LiveCell {
         std::atomic<int64_t> bytes[kMaxDevices + 1][size_t(MemKind::Count)] = {};
+        LiveCell* next = nullptr;
     };
+    LiveCell* newLiveCell() noexcept;
     int64_t liveSum(int slot, MemKind kind) const;
-    uint64_t m_id = 0;  // tells a thread's batch for this recorder from one for an older one
-    LiveStripe m_stripes[kStripes];
+    uint64_t m_id = 0;  // tells a thread's cell and batch for this recorder from an older one's
+    std::atomic<LiveCell*> m_liveCells{nullptr};
+    LiveCell m_sharedLiveCell;
     std::atomic<int64_t> m_batchedDevice[kMaxDevices + 1] = {};
     std::atomic<int64_t> m_peakDevice[kMaxDevices + 1] = {};
     std::atomic<uint64_t> m_unknownFrees{0};
