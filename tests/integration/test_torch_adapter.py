@@ -263,3 +263,21 @@ def test_oomscope_module_api(build, tmp_path):
     plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env=dict(build.env(), PYTHONPATH=os.path.join(build.dir, "share", "oomscope", "python")))
     assert plain.stdout.split() == ["False", "None"]
+
+
+def test_an_incompatible_torch_turns_the_adapter_off_with_one_notice(build, tmp_path):
+    # The private API the adapter needs is missing: one notice, the program runs as without
+    # us, and the interposer still writes the OOM report (as with OOMSCOPE_TORCH=0).
+    plain_env = dict(os.environ, PYTHONPATH=FAKE_TORCH, FAKECUDA_LIB=build.fake_lib, FAKECUDA_CAPACITY="1GiB",
+                     LD_LIBRARY_PATH=build.fake_lib, FAKE_TORCH_DROP="get_allocator_backend")
+    plain_env.pop("LD_PRELOAD", None)
+    plain = subprocess.run([sys.executable, SCRIPT, "recover", str(tmp_path / "plain.json")], capture_output=True,
+                           text=True, env=plain_env)
+    r, facts = run(build, tmp_path, "recover", FAKE_TORCH_DROP="get_allocator_backend")
+    assert [l for l in r.stdout.splitlines() if l.startswith("done")] == \
+        [l for l in plain.stdout.splitlines() if l.startswith("done")]
+    notices = [l for l in r.stderr.splitlines() if l.startswith("oomscope:") and "written" not in l and "  " not in l]
+    assert len(notices) == 1 and "could not attach" in notices[0] and "get_allocator_backend" in notices[0], r.stderr
+    rep = r.only("oom")
+    assert rep["trigger"]["framework"] is None
+    assert "torch" not in rep["capture"]["backends"]

@@ -61,3 +61,14 @@ def set_per_process_memory_fraction(fraction, device=None):
 def mem_get_info(device=None):
     init()
     return _allocator.ALLOCATOR.mem_get_info()
+
+
+# FAKE_TORCH_DROP=name[,name]: a torch.cuda without these (an older or newer release), for the
+# adapter's "turn off with one notice" path.
+def _drop_api():
+    import os
+    for name in filter(None, os.environ.get("FAKE_TORCH_DROP", "").split(",")):
+        globals().pop(name, None)
+
+
+_drop_api()
