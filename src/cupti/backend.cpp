@@ -110,13 +110,13 @@ std::vector<std::string> candidates()
     std::vector<std::string> out;
     const char* const sonames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
     std::vector<std::string> dirs;
-    const std::string runtime = dirOf(oi::realFn<oi::HookId::cudaMalloc>() ? reinterpret_cast<void*>(oi::realFn<oi::HookId::cudaMalloc>()) : nullptr);
+    const std::string runtime = dirOf(reinterpret_cast<void*>(oi::realFn<oi::HookId::cudaMalloc>()));
     if (!runtime.empty()) {
         dirs.push_back(runtime);
         dirs.push_back(runtime + "/../extras/CUPTI/lib64");
         dirs.push_back(runtime + "/../../../extras/CUPTI/lib64");  // targets/<arch>/lib
     }
-    const std::string driver = dirOf(oi::realFn<oi::HookId::cuMemAlloc_v2>() ? reinterpret_cast<void*>(oi::realFn<oi::HookId::cuMemAlloc_v2>()) : nullptr);
+    const std::string driver = dirOf(reinterpret_cast<void*>(oi::realFn<oi::HookId::cuMemAlloc_v2>()));
     if (!driver.empty())
         dirs.push_back(driver);
     for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
@@ -139,14 +139,6 @@ std::vector<std::string> candidates()
     return out;
 }
 
-std::string loadedPath(void* handle, void* symbol)
-{
-    Dl_info info{};
-    if (symbol && dladdr(symbol, &info) && info.dli_fname)
-        return info.dli_fname;
-    (void)handle;
-    return {};
-}
 
 // The callback: memory callback ids only; no lock on the common path (calls the hooks saw).
 void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);
@@ -382,7 +374,10 @@ void startLocked(State& s)
     const auto unsubscribe = reinterpret_cast<UnsubscribeFn>(oi::realDlsym(lib, "cuptiUnsubscribe"));
     const auto enable = reinterpret_cast<EnableCallbackFn>(oi::realDlsym(lib, "cuptiEnableCallback"));
     const auto resultString = reinterpret_cast<ResultStringFn>(oi::realDlsym(lib, "cuptiGetResultString"));
-    s.library = loadedPath(lib, reinterpret_cast<void*>(subscribe ? reinterpret_cast<void*>(subscribe) : reinterpret_cast<void*>(getVersion)));
+    // The file the library was loaded from: its folder and name, by one of its functions.
+    if (Dl_info info{}; dladdr(subscribe ? reinterpret_cast<void*>(subscribe) : reinterpret_cast<void*>(getVersion), &info) &&
+                        info.dli_fname)
+        s.library = info.dli_fname;
     uint32_t version = 0;
     if (!getVersion || !subscribe || !unsubscribe || !enable || getVersion(&version) != CUPTI_SUCCESS || version < kMinVersion) {
         fail("too_old", s.library + " is too old (API version " + std::to_string(version) + ", " +
