@@ -414,6 +414,7 @@ void readAll(const Value& root, Report* r, Timeline* rowsRead)
                                   {"tensors", &step.tensors}}) {
             if (!s.json().contains(name))
                 continue;
+            std::vector<StepSite>* const target = list;  // a structured binding cannot be captured before C++20 in clang 14
             s.at(name).forEach([&](const Value& row) {
                 if (row.arraySize() != 3)
                     failAt(row.path(), "expected [stack, device, bytes]");
@@ -421,7 +422,7 @@ void readAll(const Value& root, Report* r, Timeline* rowsRead)
                 site.stack = row.at(size_t(0)).u32();
                 site.device = row.at(size_t(1)).i64();
                 site.bytes = row.at(size_t(2)).u64();
-                list->push_back(site);
+                target->push_back(site);
             });
         }
         r->steps.push_back(std::move(step));
