@@ -1,8 +1,12 @@
 #include "report/json_writer.h"
 
+#include "report/huge_pages.h"
+
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 namespace oomscope::report {
@@ -124,6 +128,23 @@ public:
         m_out.append(text, size);
         maybeFlush();
     }
+    // Several elements of the current array already joined by commas, handed to the sink as
+    // they are (the buffer is flushed first): a formatted chunk is not copied again.
+    void rawElementsDirect(const std::string& text)
+    {
+        if (text.empty())
+            return;
+        comma();
+        if (!m_sink) {
+            m_out += text;
+            return;
+        }
+        if (m_ok && !m_out.empty())
+            m_ok = m_sink->flush(m_out.data(), m_out.size());
+        m_out.clear();
+        if (m_ok)
+            m_ok = m_sink->flush(text.data(), text.size());
+    }
     // Several elements of the current array already joined by commas.
     void rawElements(const std::string& text)
     {
@@ -224,9 +245,9 @@ void writeStringArray(Writer& w, const std::vector<std::string>& values)
     w.endArray();
 }
 
-// Timeline rows from the parallel formatting: chunks of this many rows, this many threads at
-// most, and none below kParallelRows rows.
-constexpr size_t kRowsPerChunk = 65536;
+// Timeline rows from the parallel formatting: chunks of this many rows, this many helper
+// threads at most, and none below kParallelRows rows.
+constexpr size_t kRowsPerChunk = 32768;
 constexpr size_t kMaxWorkers = 8;
 constexpr size_t kParallelRows = 131072;
 
@@ -237,7 +258,10 @@ void formatRows(const Timeline& tl, const std::vector<std::string>& quoted, size
     auto nameText = [&](uint16_t index) -> const std::string& { return index < quoted.size() ? quoted[index] : kUnknown; };
     std::string& line = *out;
     line.clear();
-    line.reserve((end - begin) * 96);
+    if (line.capacity() < (end - begin) * 96) {
+        line.reserve((end - begin) * 96);
+        adviseHugePages(line.data(), line.capacity());
+    }
     auto number = [&line](auto v) {
         char digits[24];
         line.append(digits, std::to_chars(digits, digits + sizeof(digits), v).ptr);
@@ -268,6 +292,69 @@ void formatRows(const Timeline& tl, const std::vector<std::string>& quoted, size
         number(int64_t(row.error));
         line += ']';
     }
+}
+
+// The pipeline of writeAll's rows: chunk i is formatted into buffer i % inFlight by whichever
+// helper claims it, and written by the calling thread once it is done, in chunk order.
+void writeRowsPipelined(Writer& w, const Timeline& tl, const std::vector<std::string>& quoted)
+{
+    const size_t n = tl.rows.size();
+    const size_t chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
+    const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
+    const size_t helpersWanted = n < kParallelRows ? 0 : std::min<size_t>(hardware, kMaxWorkers);
+    if (helpersWanted == 0) {
+        std::string text;
+        for (size_t c = 0; c < chunks; ++c) {
+            formatRows(tl, quoted, c * kRowsPerChunk, std::min(n, (c + 1) * kRowsPerChunk), &text);
+            w.rawElementsDirect(text);
+        }
+        return;
+    }
+    const size_t inFlight = 2 * helpersWanted;
+    std::vector<std::string> buffers(inFlight);
+    std::vector<size_t> done(inFlight, 0);  // chunk index + 1 when buffer k holds it formatted
+    std::mutex mutex;
+    std::condition_variable changed;
+    size_t next = 0;     // the next chunk to claim
+    size_t written = 0;  // chunks written
+    auto helper = [&] {
+        std::unique_lock<std::mutex> lock(mutex);
+        for (;;) {
+            changed.wait(lock, [&] { return next >= chunks || next < written + inFlight; });
+            if (next >= chunks)
+                return;
+            const size_t c = next++;
+            lock.unlock();
+            formatRows(tl, quoted, c * kRowsPerChunk, std::min(n, (c + 1) * kRowsPerChunk), &buffers[c % inFlight]);
+            lock.lock();
+            done[c % inFlight] = c + 1;
+            changed.notify_all();
+        }
+    };
+    std::vector<std::thread> helpers;
+    for (size_t k = 0; k < helpersWanted; ++k) {
+        try {
+            helpers.emplace_back(helper);
+        } catch (...) {
+            break;  // fewer helpers; none: this thread formats each chunk itself below
+        }
+    }
+    for (size_t c = 0; c < chunks; ++c) {
+        const size_t k = c % inFlight;
+        if (helpers.empty()) {
+            formatRows(tl, quoted, c * kRowsPerChunk, std::min(n, (c + 1) * kRowsPerChunk), &buffers[k]);
+        } else {
+            std::unique_lock<std::mutex> lock(mutex);
+            changed.wait(lock, [&] { return done[k] == c + 1; });
+        }
+        w.rawElementsDirect(buffers[k]);
+        std::lock_guard<std::mutex> lock(mutex);
+        done[k] = 0;
+        written = c + 1;
+        changed.notify_all();
+    }
+    for (std::thread& h : helpers)
+        h.join();
 }
 
 void writeAll(Writer& w, const Report& r)
@@ -405,38 +492,17 @@ void writeAll(Writer& w, const Report& r)
     w.endArray();
     w.key("rows");
     w.beginArray();
-    // Each name once as JSON text, then the rows formatted in parallel chunks (a million rows
-    // are most of an OOM dump's time), written in order.
+    // Each name once as JSON text, then the rows formatted in chunks by helper threads while
+    // this one writes the chunks done so far, in order (a million rows are most of an OOM
+    // dump's time: formatting and writing overlap). At most kInFlight chunks are held at
+    // once, in buffers that are reused (no page faults after the first lap).
     std::vector<std::string> quoted;
     for (const std::string& name : tl.names) {
         std::string q;
         appendJsonString(q, name);
         quoted.push_back(std::move(q));
     }
-    const size_t n = tl.rows.size();
-    const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
-    const size_t workers = n < kParallelRows ? 1 : std::min<size_t>(hardware, kMaxWorkers);
-    const size_t perChunk = std::max<size_t>(1, std::min(kRowsPerChunk, (n + workers - 1) / workers));
-    std::vector<std::string> chunks(workers);
-    for (size_t round = 0; round < n; round += perChunk * workers) {
-        std::vector<std::thread> helpers;
-        for (size_t k = 1; k < workers; ++k) {
-            const size_t begin = std::min(n, round + k * perChunk);
-            const size_t end = std::min(n, begin + perChunk);
-            try {
-                helpers.emplace_back([&, k, begin, end] { formatRows(tl, quoted, begin, end, &chunks[k]); });
-            } catch (...) {
-                formatRows(tl, quoted, begin, end, &chunks[k]);  // no thread: this one does it
-            }
-        }
-        formatRows(tl, quoted, round, std::min(n, round + perChunk), &chunks[0]);
-        for (std::thread& h : helpers)
-            h.join();
-        for (std::string& chunk : chunks) {
-            w.rawElements(chunk);
-            chunk.clear();
-        }
-    }
+    writeRowsPipelined(w, tl, quoted);
     w.endArray();
     w.field("capacity", tl.capacity);
     w.field("pushed", tl.pushed);
