@@ -14,10 +14,33 @@ LiveMap::~LiveMap()
         std::free(shard.slots);
 }
 
-size_t LiveMap::shardOf(uint64_t address)
+namespace {
+std::atomic<unsigned> g_nextShard{0};
+thread_local int t_shard __attribute__((tls_model("initial-exec"))) = -1;
+} // namespace
+
+size_t LiveMap::ownShard() noexcept
 {
-    // Allocations are aligned to at least 256 bytes (often 2 MiB): mix before taking bits.
-    return mix64(address) & (kShards - 1);
+    if (__builtin_expect(t_shard < 0, 0))
+        t_shard = int(g_nextShard.fetch_add(1, std::memory_order_relaxed) & (kShards - 1));
+    return size_t(t_shard);
+}
+
+template <class Fn>
+bool LiveMap::anyShard(Fn&& fn) const noexcept
+{
+    const size_t own = ownShard();
+    if (fn(const_cast<Shard&>(m_shards[own])))
+        return true;
+    for (size_t s = 0; s < kShards; ++s) {
+        // An entry another thread inserted before this one could know its address is
+        // counted by then: a shard that counts none holds none of interest.
+        if (s == own || m_shards[s].used.load(std::memory_order_relaxed) == 0)
+            continue;
+        if (fn(const_cast<Shard&>(m_shards[s])))
+            return true;
+    }
+    return false;
 }
 
 LiveAllocation* LiveMap::findSlot(const Shard& shard, uint64_t address) noexcept
@@ -60,7 +83,7 @@ LiveMap::InsertResult LiveMap::insert(const LiveAllocation& entry, LiveAllocatio
 {
     if (entry.address == 0)
         return InsertResult::Refused;
-    Shard& shard = m_shards[shardOf(entry.address)];
+    Shard& shard = m_shards[ownShard()];
     std::lock_guard<SpinLock> lock(shard.mutex);
     if (LiveAllocation* slot = findSlot(shard, entry.address)) {
         if (replaced)
@@ -83,11 +106,21 @@ LiveMap::InsertResult LiveMap::insert(const LiveAllocation& entry, LiveAllocatio
     return InsertResult::Inserted;
 }
 
-std::optional<LiveAllocation> LiveMap::erase(uint64_t address) noexcept
+bool LiveMap::update(const LiveAllocation& entry) noexcept
 {
-    if (address == 0)
-        return std::nullopt;
-    Shard& shard = m_shards[shardOf(address)];
+    if (entry.address == 0)
+        return false;
+    return anyShard([&](Shard& shard) {
+        std::lock_guard<SpinLock> lock(shard.mutex);
+        LiveAllocation* slot = findSlot(shard, entry.address);
+        if (slot)
+            *slot = entry;
+        return slot != nullptr;
+    });
+}
+
+std::optional<LiveAllocation> LiveMap::eraseIn(Shard& shard, uint64_t address) noexcept
+{
     std::lock_guard<SpinLock> lock(shard.mutex);
     LiveAllocation* slot = findSlot(shard, address);
     if (!slot)
@@ -110,13 +143,30 @@ std::optional<LiveAllocation> LiveMap::erase(uint64_t address) noexcept
     return found;
 }
 
+std::optional<LiveAllocation> LiveMap::erase(uint64_t address) noexcept
+{
+    if (address == 0)
+        return std::nullopt;
+    std::optional<LiveAllocation> found;
+    anyShard([&](Shard& shard) {
+        found = eraseIn(shard, address);
+        return found.has_value();
+    });
+    return found;
+}
+
 std::optional<LiveAllocation> LiveMap::find(uint64_t address) const noexcept
 {
-    const Shard& shard = m_shards[shardOf(address)];
-    std::lock_guard<SpinLock> lock(shard.mutex);
-    if (const LiveAllocation* slot = findSlot(shard, address))
-        return *slot;
-    return std::nullopt;
+    std::optional<LiveAllocation> found;
+    if (address == 0)
+        return found;
+    anyShard([&](Shard& shard) {
+        std::lock_guard<SpinLock> lock(shard.mutex);
+        if (const LiveAllocation* slot = findSlot(shard, address))
+            found = *slot;
+        return found.has_value();
+    });
+    return found;
 }
 
 std::vector<LiveAllocation> LiveMap::snapshot() const

@@ -1,7 +1,13 @@
 // Exact map of live allocations: address → LiveAllocation, independent of the ring. Called from
-// any thread on the allocation path; sharded by address with one spin lock per shard and no
-// counter shared between shards, so threads working on different allocations rarely meet. Tables grow by doubling with malloc (never
-// throw); an insert that cannot grow is refused and counted.
+// any thread on the allocation path. Sharded by thread, not by address: a thread inserts into
+// the shard it was given (round-robin on its first call, so the first 64 threads have one
+// each) and looks there first on erase; an allocation freed on another thread is found by
+// looking through the other shards (empty ones skipped without their lock). Threads that
+// allocate and free concurrently then share no cache line, where address-hashed shards had
+// every thread touch every shard's lock (docs/BENCHMARKS.md: the 8-thread figure). Frees on
+// other threads pay a walk of the shards in use; the allocation path sees cudaMalloc-level
+// calls only, where that is rare. Tables grow by doubling with malloc (never throw); an insert
+// that cannot grow is refused and counted.
 #pragma once
 
 #include "record/event.h"
@@ -35,9 +41,12 @@ public:
     LiveMap& operator=(const LiveMap&) = delete;
 
     enum class InsertResult { Inserted, Replaced, Refused };
-    // Replaces an entry at the same address (its free was never seen) and hands it back in
-    // *replaced so that the caller can correct its counters.
+    // Replaces an entry at the same address in this thread's shard (its free was never seen)
+    // and hands it back in *replaced so that the caller can correct its counters. One left in
+    // another thread's shard stays there until its address is freed or the map is cleared.
     InsertResult insert(const LiveAllocation& entry, LiveAllocation* replaced) noexcept;
+    // Overwrites the entry at entry.address wherever it is; false when there is none.
+    bool update(const LiveAllocation& entry) noexcept;
     std::optional<LiveAllocation> erase(uint64_t address) noexcept;
     std::optional<LiveAllocation> find(uint64_t address) const noexcept;
 
@@ -61,9 +70,15 @@ private:
         size_t capacity = 0;              // power of two
         std::atomic<size_t> used{0};      // written under the lock, read without it by size()
     };
-    static size_t shardOf(uint64_t address);
+    // The calling thread's shard.
+    static size_t ownShard() noexcept;
     static bool grow(Shard& shard) noexcept;
     static LiveAllocation* findSlot(const Shard& shard, uint64_t address) noexcept;
+    static std::optional<LiveAllocation> eraseIn(Shard& shard, uint64_t address) noexcept;
+    // fn(shard) on this thread's shard, then on every other one holding entries, until it
+    // returns true.
+    template <class Fn>
+    bool anyShard(Fn&& fn) const noexcept;
 
     Shard m_shards[kShards];
     std::atomic<uint64_t> m_refused{0};

@@ -420,8 +420,7 @@ void Recorder::attachPythonFrames(uint64_t address, const std::vector<PythonFram
     if (live) {
         LiveAllocation updated = *live;
         updated.stack = stack.value();
-        LiveAllocation replaced;
-        m_live.insert(updated, &replaced);
+        m_live.update(updated);
     } else {
         m_vmm.setStackAt(address, stack.value());
     }

@@ -110,3 +110,19 @@ TEST_CASE("live map under concurrent threads, frees on other threads", "[livemap
     CHECK(map.size() == 0);
     CHECK(map.snapshot().empty());
 }
+
+TEST_CASE("live map updates and finds an entry another thread inserted", "[livemap]")
+{
+    LiveMap map;
+    std::thread([&map] { map.insert(entry(0x7f0000000000, 4096), nullptr); }).join();
+    LiveAllocation changed = entry(0x7f0000000000, 4096);
+    changed.stack = 42;
+    CHECK(map.update(changed));
+    CHECK_FALSE(map.update(entry(0x7f0000100000, 1)));
+    REQUIRE(map.size() == 1);  // updated in place, not inserted again in this thread's shard
+    const auto found = map.find(0x7f0000000000);
+    REQUIRE(found);
+    CHECK(found->stack == 42);
+    CHECK(map.erase(0x7f0000000000));
+    CHECK(map.size() == 0);
+}
