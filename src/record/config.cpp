@@ -75,6 +75,7 @@ const Config& Config::get()
             c->outputDir = dir;
         c->pythonFrames = envFlag("OOMSCOPE_PYTHON_FRAMES", true);
         c->exitReport = envFlag("OOMSCOPE_EXIT_REPORT", true);
+        c->flight = envFlag("OOMSCOPE_FLIGHT", true);
         c->signalReports = envFlag("OOMSCOPE_SIGNALS", true);
         c->quiet = envFlag("OOMSCOPE_QUIET", false);
         if (const char* ms = std::getenv("OOMSCOPE_OOM_EPISODE_MS"); ms && *ms)

@@ -1,5 +1,6 @@
 #include "record/live_map.h"
 
+#include "record/flight_file.h"
 #include "record/hash.h"
 
 #include <cstdlib>
@@ -10,8 +11,10 @@ LiveMap::LiveMap() = default;
 
 LiveMap::~LiveMap()
 {
-    for (Shard& shard : m_shards)
-        std::free(shard.slots);
+    for (Shard& shard : m_shards) {
+        if (!shard.inFile)
+            std::free(shard.slots);
+    }
 }
 
 namespace {
@@ -60,7 +63,8 @@ LiveAllocation* LiveMap::findSlot(const Shard& shard, uint64_t address) noexcept
 bool LiveMap::grow(Shard& shard) noexcept
 {
     const size_t newCapacity = shard.capacity ? shard.capacity * 2 : 64;
-    auto* slots = static_cast<LiveAllocation*>(std::calloc(newCapacity, sizeof(LiveAllocation)));
+    void* fromFile = m_flight ? m_flight->allocLive(newCapacity * sizeof(LiveAllocation)) : nullptr;
+    auto* slots = static_cast<LiveAllocation*>(fromFile ? fromFile : std::calloc(newCapacity, sizeof(LiveAllocation)));
     if (!slots)
         return false;
     const size_t mask = newCapacity - 1;
@@ -73,9 +77,15 @@ bool LiveMap::grow(Shard& shard) noexcept
             j = (j + 1) & mask;
         slots[j] = old;
     }
-    std::free(shard.slots);
+    // The old table stays whole until the file names the new one (a process killed in between
+    // leaves the old one, which still holds every entry but the one being inserted).
+    if (m_flight)
+        m_flight->publishShard(size_t(&shard - m_shards), fromFile, newCapacity);
+    if (!shard.inFile)
+        std::free(shard.slots);
     shard.slots = slots;
     shard.capacity = newCapacity;
+    shard.inFile = fromFile != nullptr;
     return true;
 }
 

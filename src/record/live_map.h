@@ -57,6 +57,10 @@ public:
     uint64_t refused() const { return m_refused.load(std::memory_order_relaxed); }
     void clear() noexcept;
 
+    // Tables from now on come from the flight-recorder file's arena (while it lasts) and are
+    // published there. Called before the map is shared.
+    void setFlight(class FlightFile* flight) noexcept { m_flight = flight; }
+
     // Around fork(): the child must not inherit a shard locked by a thread that does not
     // exist there.
     void lockAll() noexcept;
@@ -69,10 +73,11 @@ private:
         LiveAllocation* slots = nullptr;  // address 0 = empty
         size_t capacity = 0;              // power of two
         std::atomic<size_t> used{0};      // written under the lock, read without it by size()
+        bool inFile = false;              // slots are in the flight file: never freed
     };
     // The calling thread's shard.
     static size_t ownShard() noexcept;
-    static bool grow(Shard& shard) noexcept;
+    bool grow(Shard& shard) noexcept;
     static LiveAllocation* findSlot(const Shard& shard, uint64_t address) noexcept;
     static std::optional<LiveAllocation> eraseIn(Shard& shard, uint64_t address) noexcept;
     // fn(shard) on this thread's shard, then on every other one holding entries, until it
@@ -82,6 +87,7 @@ private:
 
     Shard m_shards[kShards];
     std::atomic<uint64_t> m_refused{0};
+    class FlightFile* m_flight = nullptr;
 };
 
 } // namespace oomscope::record

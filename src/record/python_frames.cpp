@@ -1,5 +1,6 @@
 #include "record/python_frames.h"
 
+#include "record/flight_file.h"
 #include "record/module_map.h"
 #include "record/python_layout.h"
 
@@ -97,6 +98,13 @@ std::unordered_map<const void*, uint32_t>* g_codeIndex = nullptr;  // leaked: re
 std::unordered_map<std::string, uint32_t>* g_namedIndex = nullptr;  // file + '\0' + function
 std::vector<CodeInfo>* g_codes = nullptr;
 
+// A new code object's names into the flight-recorder file, for `oomscope recover`.
+void journalCode(uint32_t index, const CodeInfo& info)
+{
+    if (FlightFile* flight = FlightFile::active())
+        flight->pythonCode(index, info.file, info.function, info.module);
+}
+
 void ensureTablesLocked()
 {
     if (!g_codeIndex) {
@@ -163,6 +171,7 @@ uint32_t codeIndex(const PyApi& py, void* code, void* frame)
     info.pinned = true;
     py.incRef(code);  // a code object's address must never be reused for another while we hold its index
     const uint32_t index = uint32_t(g_codes->size());
+    journalCode(index, info);
     g_codes->push_back(std::move(info));
     (*g_codeIndex)[code] = index;
     return index;
@@ -431,6 +440,7 @@ bool rawFrameWord(const pylayout::Layout& l, const pylayout::RawFrame& raw, bool
             info.function = "<unknown>";
         info.module = moduleFromPath(info.file);
         index = uint32_t(g_codes->size());
+        journalCode(index, info);
         g_codes->push_back(std::move(info));
         (*g_codeIndex)[code] = index;
     }
@@ -568,6 +578,7 @@ uint64_t PythonFrames::token(const std::string& file, const std::string& functio
             info.file = file;
             info.function = function;
             info.pinned = true;
+            journalCode(index, info);
             g_codes->push_back(std::move(info));
             g_namedIndex->emplace(key, index);
         }

@@ -1,5 +1,7 @@
 #include "record/recorder.h"
 
+#include "record/flight_file.h"
+#include "record/report_parts.h"
 #include "record/backtrace.h"
 #include "record/config.h"
 #include "record/fast_clock.h"
@@ -70,22 +72,6 @@ std::string formatBytes(uint64_t bytes)
     return buf;
 }
 
-// The library that made the outermost call into CUDA: the first frame that is neither CUDA,
-// oomscope nor a binding layer; native frames by their module, Python frames by their
-// module's package (ctypes calls from a Python allocator end up there).
-template <class PathOf>
-std::string sourceOfFrames(const std::vector<uint64_t>& frames, PathOf&& pathOf)
-{
-    for (uint64_t pc : frames) {
-        if (isPythonFrame(pc))
-            return classifyPythonModule(PythonFrames::resolve(pc).module);
-        const std::string path = pathOf(pc);
-        if (path.empty() || isCudaModule(path))
-            continue;
-        return classifySource(path);
-    }
-    return "other";
-}
 
 } // namespace
 
@@ -93,9 +79,14 @@ namespace {
 std::atomic<uint64_t> g_nextRecorderId{1};
 } // namespace
 
-Recorder::Recorder()
-    : m_ringCapacity(Config::get().ringEvents), m_ring(m_ringCapacity), m_stackDepth(Config::get().stackDepth)
+Recorder::Recorder(FlightFile* flight)
+    : m_flight(flight),
+      m_ringCapacity(flight ? flight->ringCapacity() : Config::get().ringEvents),
+      m_ring(m_ringCapacity, flight ? flight->ringMemory() : nullptr),
+      m_stackDepth(Config::get().stackDepth)
 {
+    m_live.setFlight(flight);
+    m_stacks.setFlight(flight);
     m_id = g_nextRecorderId.fetch_add(1, std::memory_order_relaxed);
     m_apiNames[0].store("unknown", std::memory_order_relaxed);
 }
@@ -108,8 +99,10 @@ Recorder* Recorder::start(void (*configure)(Recorder&))
     std::lock_guard<std::mutex> lock(startMutex);
     if (Recorder* r = get())
         return r;
-    // Leaked on purpose: hooks can run on other threads while the process exits.
-    auto* recorder = new (std::nothrow) Recorder();
+    // Leaked on purpose: hooks can run on other threads while the process exits. The flight
+    // file first: the ring and the live tables live in it.
+    FlightFile* flight = FlightFile::create(RingBuffer::roundCapacity(Config::get().ringEvents));
+    auto* recorder = new (std::nothrow) Recorder(flight);
     if (!recorder)
         return nullptr;
     const auto range = moduleRangeOf(reinterpret_cast<const void*>(&Recorder::start));
@@ -150,6 +143,8 @@ ApiId Recorder::registerApi(const char* name)
         return ApiId();
     m_apiNames[count].store(name, std::memory_order_release);
     m_apiCount.store(uint16_t(count + 1), std::memory_order_release);
+    if (m_flight)
+        m_flight->apiName(count, name);
     return ApiId(count);
 }
 
@@ -357,10 +352,13 @@ bool Recorder::ownedByFramework(StackId stack)
         framework = m_framework;
     }
     // Decided as by_source is, with the loader's view of the modules.
-    const std::string source = sourceOfFrames(m_stacks.frames(stack), [](uint64_t pc) {
-        Dl_info info{};
-        return dladdr(reinterpret_cast<void*>(pc), &info) && info.dli_fname ? std::string(info.dli_fname) : std::string();
-    });
+    const std::string source = sourceOfFrames(
+        m_stacks.frames(stack),
+        [](uint64_t pc) {
+            Dl_info info{};
+            return dladdr(reinterpret_cast<void*>(pc), &info) && info.dli_fname ? std::string(info.dli_fname) : std::string();
+        },
+        PythonFrames::resolve);
     return !framework.empty() && source == framework;
 }
 
@@ -708,10 +706,14 @@ void Recorder::lockAllForFork() noexcept
     m_live.lockAll();
     m_vmm.lockForFork();
     m_stacks.lockAll();
+    if (m_flight)
+        m_flight->lockForFork();
 }
 
 void Recorder::unlockAllAfterFork() noexcept
 {
+    if (m_flight)
+        m_flight->unlockAfterFork();
     m_stacks.unlockAll();
     m_vmm.unlockAfterFork();
     m_live.unlockAll();
@@ -720,6 +722,8 @@ void Recorder::unlockAllAfterFork() noexcept
 
 void Recorder::unlockAllInChild() noexcept
 {
+    if (m_flight)
+        m_flight->detachInChild();
     m_stacks.unlockAll();
     m_vmm.unlockAfterFork();
     m_live.unlockAll();
@@ -906,34 +910,7 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
         r.pools = probe->probePools(pools);
     }
 
-    struct SiteKey {
-        uint32_t stack;
-        int device;
-        MemKind kind;
-        bool operator<(const SiteKey& o) const
-        {
-            return std::tie(stack, device, kind) < std::tie(o.stack, o.device, o.kind);
-        }
-    };
-    std::map<SiteKey, report::Site> sites;
-    for (const LiveAllocation& a : live) {
-        report::Site& site = sites[SiteKey{a.stack, a.device, a.memKind}];
-        if (site.count == 0) {
-            site.stack = a.stack;
-            site.device = a.device;
-            site.kind = memKindName(a.memKind);
-            site.firstNs = a.timeNs;
-        }
-        ++site.count;
-        site.bytes += a.size;
-        site.firstNs = std::min(site.firstNs, a.timeNs);
-        site.lastNs = std::max(site.lastNs, a.timeNs);
-    }
-    for (auto& [key, site] : sites)
-        r.sites.push_back(site);
-    std::sort(r.sites.begin(), r.sites.end(), [](const report::Site& a, const report::Site& b) {
-        return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;
-    });
+    r.sites = liveSites(live);
 
     // Timeline: straight from the ring into rows (a million events: no intermediate copy).
     r.timeline.capacity = m_ring.capacity();
@@ -1004,62 +981,10 @@ report::Report Recorder::buildReport(const TriggerInfo& trigger)
     referenced.erase(0);
 
     Symbolizer symbolizer(loadedModules());
-    std::map<int, uint32_t> moduleIds;  // symbolizer index → report id
-    std::unordered_map<uint32_t, std::string> sourceOfStack;
-    for (uint32_t id : referenced) {
-        report::Stack stack;
-        stack.id = id;
-        const std::vector<uint64_t> words = m_stacks.frames(StackId(id));
-        for (uint64_t pc : words) {
-            if (isPythonFrame(pc)) {
-                const PythonFrames::Resolved py = PythonFrames::resolve(pc);
-                report::Frame frame;
-                frame.kind = report::Frame::Kind::Python;
-                frame.file = py.file;
-                frame.line = py.line;
-                frame.function = py.function;
-                stack.frames.push_back(std::move(frame));
-                continue;
-            }
-            const ResolvedFrame resolved = symbolizer.resolve(pc);
-            report::Frame frame;
-            frame.kind = report::Frame::Kind::Native;
-            frame.offset = resolved.offset;
-            frame.symbol = resolved.symbol;
-            if (resolved.module >= 0) {
-                auto [it, inserted] = moduleIds.emplace(resolved.module, uint32_t(moduleIds.size() + 1));
-                frame.module = it->second;
-            }
-            stack.frames.push_back(std::move(frame));
-        }
-        sourceOfStack[id] = sourceOfFrames(words, [&](uint64_t pc) {
-            const ResolvedFrame resolved = symbolizer.resolve(pc);
-            return resolved.module >= 0 ? symbolizer.modules()[size_t(resolved.module)].path : std::string();
-        });
-        r.stacks.push_back(std::move(stack));
-    }
-    for (const auto& [index, id] : moduleIds) {
-        const LoadedModule& m = symbolizer.modules()[size_t(index)];
-        r.modules.push_back(report::Module{id, m.path, m.buildId, m.base});
-    }
-    std::sort(r.modules.begin(), r.modules.end(), [](const report::Module& a, const report::Module& b) { return a.id < b.id; });
+    const auto sourceOfStack = addStacks(
+        r, referenced, [this](uint32_t id) { return m_stacks.frames(StackId(id)); }, PythonFrames::resolve, symbolizer);
 
-    // Attribution by source: device memory only, so that it adds up to tracked bytes; the
-    // untracked residue (CUDA context, what capture could not see) completes the driver's view.
-    for (const LiveAllocation& a : live) {
-        if (a.memKind != MemKind::Device)
-            continue;
-        for (report::MemoryRow& row : r.memory) {
-            if (row.device == a.device) {
-                auto it = sourceOfStack.find(a.stack);
-                row.bySource[it == sourceOfStack.end() ? "other" : it->second] += a.size;
-            }
-        }
-    }
-    for (report::MemoryRow& row : r.memory) {
-        if (row.untrackedBytes)
-            row.bySource["untracked"] = *row.untrackedBytes;
-    }
+    attributeBySource(r, live, sourceOfStack);
 
     // Capture.
     {

@@ -141,7 +141,9 @@ public:
     const RingBuffer& ring() const { return m_ring; }
     const StackTable& stacks() const { return m_stacks; }
 
-    Recorder();  // public for tests; production code uses start()
+    // flight: the process's flight-recorder file, holding the ring and the live tables; nullptr:
+    // all in memory. Public for tests; production code uses start().
+    explicit Recorder(class FlightFile* flight = nullptr);
     ~Recorder();
     Recorder(const Recorder&) = delete;
     Recorder& operator=(const Recorder&) = delete;
@@ -165,6 +167,7 @@ private:
 
     static int slot(int device) { return device >= 0 && device < kMaxDevices ? device + 1 : 0; }
 
+    class FlightFile* const m_flight;
     const size_t m_ringCapacity;
     RingBuffer m_ring;
     LiveMap m_live;

@@ -22,15 +22,24 @@ thread_local ThreadBlock t_block __attribute__((tls_model("initial-exec")));
 
 } // namespace
 
-RingBuffer::RingBuffer(size_t capacity) : m_id(g_nextRingId.fetch_add(1, std::memory_order_relaxed))
+size_t RingBuffer::roundCapacity(size_t capacity)
 {
     size_t cap = 16;
     while (cap < capacity && cap < (size_t(1) << 40))
         cap <<= 1;
-    void* mem = mmap(nullptr, cap * sizeof(Slot), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED)
-        return;
+    return cap;
+}
+
+RingBuffer::RingBuffer(size_t capacity, void* memory) : m_id(g_nextRingId.fetch_add(1, std::memory_order_relaxed))
+{
+    const size_t cap = roundCapacity(capacity);
+    void* mem = memory;
+    if (!mem) {
+        mem = mmap(nullptr, cap * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (mem == MAP_FAILED)
+            return;
+        m_ownsSlots = true;
+    }
     // Anonymous memory is zero: seq 0 never equals a stable 2*s+2, so unwritten slots read as
     // absent without any initialisation pass over the whole ring.
     m_slots = static_cast<Slot*>(mem);
@@ -40,7 +49,7 @@ RingBuffer::RingBuffer(size_t capacity) : m_id(g_nextRingId.fetch_add(1, std::me
 
 RingBuffer::~RingBuffer()
 {
-    if (m_slots)
+    if (m_slots && m_ownsSlots)
         munmap(m_slots, m_capacity * sizeof(Slot));
     for (Cell* c = m_cells.load(std::memory_order_acquire); c;) {
         Cell* next = c->next;

@@ -24,7 +24,11 @@ public:
     // capacity is rounded up to a power of two (at least 16). Memory is reserved with mmap and
     // committed page by page as the ring fills. If the mapping fails the ring holds nothing and
     // every push counts as dropped.
-    explicit RingBuffer(size_t capacity);
+    // memory: capacity() slots of kSlotBytes, zeroed, owned by the caller (the flight-recorder
+    // file); nullptr: the ring maps its own. capacity must then be roundCapacity's.
+    explicit RingBuffer(size_t capacity, void* memory = nullptr);
+    static size_t roundCapacity(size_t capacity);
+    static constexpr size_t kSlotBytes = 64;
     ~RingBuffer();
     RingBuffer(const RingBuffer&) = delete;
     RingBuffer& operator=(const RingBuffer&) = delete;
@@ -92,7 +96,9 @@ private:
     Cell* newCell() noexcept;
     bool write(uint64_t s, const Event& event) noexcept;
 
+    static_assert(sizeof(Slot) == kSlotBytes);
     Slot* m_slots = nullptr;
+    bool m_ownsSlots = false;
     size_t m_capacity = 0;
     size_t m_mask = 0;
     const uint64_t m_id;              // tells a thread's block of this ring from one of an older ring

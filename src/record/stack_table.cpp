@@ -1,5 +1,6 @@
 #include "record/stack_table.h"
 
+#include "record/flight_file.h"
 #include "record/hash.h"
 
 #include <cstdlib>
@@ -108,6 +109,8 @@ StackId StackTable::internSlow(uint64_t hash, const uint64_t* frames, uint32_t c
             i = (i + 1) & mask;
         shard.index[i] = local;
         m_size.fetch_add(1, std::memory_order_relaxed);
+        if (m_flight)
+            m_flight->stack(makeId(local).value(), frames, count);
         return makeId(local);
     } catch (...) {
         return StackId();

@@ -31,6 +31,9 @@ public:
     size_t memoryBytes() const;
     uint64_t cacheHits() const { return m_cacheHits.load(std::memory_order_relaxed); }
 
+    // New stacks are journaled to the flight-recorder file. Called before the table is shared.
+    void setFlight(class FlightFile* flight) noexcept { m_flight = flight; }
+
     void lockAll() noexcept;
     void unlockAll() noexcept;
 
@@ -53,6 +56,7 @@ private:
     Shard m_shards[kShards];
     std::atomic<size_t> m_size{0};
     std::atomic<uint64_t> m_cacheHits{0};
+    class FlightFile* m_flight = nullptr;
     unsigned m_cacheKey = 0;
     bool m_haveCacheKey = false;
 };

@@ -1,5 +1,6 @@
 #include "record/triggers.h"
 
+#include "record/flight_file.h"
 #include "record/config.h"
 #include "record/process_info.h"
 #include "record/recorder.h"
@@ -55,7 +56,10 @@ void* agentMain(void*)
             TriggerInfo trigger;
             trigger.kind = TriggerKind::Signal;
             trigger.reason = std::string("received ") + signalName(sig);
-            g_recorder->dump(trigger);
+            // The report holds what the file would: the file goes once the report is there.
+            if (!g_recorder->dump(trigger).empty())
+                if (FlightFile* flight = FlightFile::active())
+                    flight->remove();
         }
         const unsigned char done = sig;
         while (write(g_donePipe[1], &done, 1) < 0 && errno == EINTR) {
@@ -150,13 +154,17 @@ void installSignalHandlers()
 
 void onExit()
 {
-    if (!g_recorder || !processActive() || !Config::get().exitReport)
-        return;
-    TriggerInfo trigger;
-    trigger.kind = TriggerKind::Exit;
-    trigger.reason = "normal exit";
-    g_recorder->dump(trigger);
+    if (g_recorder && processActive() && Config::get().exitReport) {
+        TriggerInfo trigger;
+        trigger.kind = TriggerKind::Exit;
+        trigger.reason = "normal exit";
+        g_recorder->dump(trigger);
+    }
+    // A clean end: the flight-recorder file is not evidence of anything.
+    if (FlightFile* flight = FlightFile::active())
+        flight->remove();
 }
+
 
 void forkPrepare()
 {

@@ -296,8 +296,9 @@ void readAll(const Value& root, Report* r, Timeline* rowsRead)
 
     const Value t = root.at("trigger");
     r->trigger.kind = t.at("kind").str();
-    if (r->trigger.kind != "oom" && r->trigger.kind != "exit" && r->trigger.kind != "signal" && r->trigger.kind != "request")
-        failAt("trigger.kind", "expected oom, exit, signal or request, got \"" + r->trigger.kind + "\"");
+    if (r->trigger.kind != "oom" && r->trigger.kind != "exit" && r->trigger.kind != "signal" && r->trigger.kind != "request" &&
+        r->trigger.kind != "recovered")
+        failAt("trigger.kind", "expected oom, exit, signal, request or recovered, got \"" + r->trigger.kind + "\"");
     r->trigger.timeNs = t.at("time_ns").u64();
     r->trigger.device = t.at("device").optI64();
     r->trigger.requestedBytes = t.at("requested_bytes").optU64();

@@ -135,7 +135,10 @@ def test_unwritable_output_dir_is_one_notice_and_the_program_goes_on(build, tmp_
     assert run.returncode == 0
     assert "allocated" in run.stdout
     notices = [l for l in run.stderr.splitlines() if l.startswith("oomscope:")]
-    assert len(notices) == 1 and "could not write the exit report" in notices[0], run.stderr
+    # One for the flight-recorder file at the start, one for the report at the trigger.
+    assert len(notices) == 2, run.stderr
+    assert "no flight-recorder file: cannot create" in notices[0]
+    assert "could not write the exit report" in notices[1]
 
 
 def test_a_full_disk_is_one_notice_per_trigger_and_never_kills_the_program(build, tmp_path):
@@ -151,9 +154,10 @@ def test_a_full_disk_is_one_notice_per_trigger_and_never_kills_the_program(build
                          env=build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(tmp_path)))
     assert run.returncode == 0, (run.returncode, run.stderr)
     notices = [l for l in run.stderr.splitlines() if l.startswith("oomscope:")]
-    assert len(notices) == 2, run.stderr
-    assert "could not write the request report" in notices[0] and "File too large" in notices[0]
-    assert "could not write the exit report" in notices[1]
+    assert len(notices) == 3, run.stderr
+    assert "no flight-recorder file" in notices[0] and "file-size limit" in notices[0]
+    assert "could not write the request report" in notices[1] and "File too large" in notices[1]
+    assert "could not write the exit report" in notices[2]
     assert os.listdir(str(tmp_path)) == []  # no partial report, no temporary file
 
 

@@ -50,6 +50,12 @@ struct ReportOptions {
 };
 int reportCommand(const ReportOptions& options);
 
+struct RecoverOptions {
+    std::string file;
+    std::string outputDir;  // default: the flight file's folder (the file itself is left as it is)
+};
+int recoverCommand(const RecoverOptions& options);
+
 // The text of file:line where the file is readable here (cached per file), for leak verdicts.
 report::SourceLine sourceReader();
 

@@ -68,6 +68,14 @@ int main(int argc, char** argv)
     diffCmd->add_option("b", diff.b, "The later report")->required();
     diffCmd->add_option("--top", diff.top, "Sites to show")->check(CLI::Range(1, 1000000));
 
+    RecoverOptions recover;
+    CLI::App* recoverCmd = app.add_subcommand(
+        "recover", "Turn the flight-recorder file of a process that died without a report (SIGKILL, the OOM killer, "
+                   "a crash) into a report");
+    recoverCmd->add_option("file", recover.file, "The .flight file (OOMSCOPE_OUTPUT_DIR/oomscope-HOST-PID.flight)")
+        ->required();
+    recoverCmd->add_option("-o,--output-dir", recover.outputDir, "Where to write the report (default: the file's folder)");
+
     // "oomscope run [options] -- CMD ...": everything after the first "--" is the command,
     // untouched; CLI11 sees only what comes before it.
     std::vector<std::string> afterDashes;
@@ -116,6 +124,8 @@ int main(int argc, char** argv)
         }
         if (reportCmd->parsed())
             return reportCommand(report);
+        if (recoverCmd->parsed())
+            return recoverCommand(recover);
         if (checkCmd->parsed())
             return checkCommand(check);
         if (diffCmd->parsed())

@@ -61,6 +61,8 @@ void renderHeader(const Report& r, const Style& s, std::ostream& out)
         out << s.bold("EXIT REPORT") << ": memory still held when the process exited\n";
     } else if (t.kind == "signal") {
         out << s.bold("SIGNAL REPORT") << ": " << t.message << "\n";
+    } else if (t.kind == "recovered") {
+        out << s.bold("RECOVERED REPORT") << ": " << t.message << "\n";
     } else {
         out << s.bold("REQUESTED REPORT") << ": " << t.message << "\n";
     }

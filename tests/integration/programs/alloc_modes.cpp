@@ -7,6 +7,9 @@
 //   dump     calls oomscope_dump("checkpoint") through dlsym and prints the path
 //   fork     forks a child that makes no CUDA call and exits normally
 //   abort    calls abort() (SIGABRT: a report, then the program dies of it as without us)
+//   segv     writes through a null pointer (SIGSEGV: no report; the flight file stays)
+//   fork-wait forks a child that makes no CUDA call and exits normally, then prints "ready" and
+//            waits (the parent's flight file must survive the child's exit)
 //   retry    fails out of memory, succeeds with small requests, fails again (an allocator's
 //            retry after flushing its cache)
 // Output is line-buffered so that a test can wait for "ready" instead of sleeping.
@@ -79,6 +82,12 @@ int main(int argc, char** argv)
         std::printf("handled\n");
         return 0;
     }
+    if (std::strcmp(mode, "segv") == 0) {
+        std::printf("crashing\n");
+        std::fflush(stdout);
+        *static_cast<volatile int*>(nullptr) = 1;  // the program's own crash
+        return 0;
+    }
     if (std::strcmp(mode, "dump") == 0) {
         auto dump = reinterpret_cast<const char* (*)(const char*)>(dlsym(RTLD_DEFAULT, "oomscope_dump"));
         std::printf("dump: %s\n", dump ? dump("checkpoint") : "(no oomscope)");
@@ -98,7 +107,7 @@ int main(int argc, char** argv)
         std::printf("failures %d\n", failures);
         return 0;
     }
-    if (std::strcmp(mode, "fork") == 0) {
+    if (std::strcmp(mode, "fork") == 0 || std::strcmp(mode, "fork-wait") == 0) {
         const pid_t child = fork();
         if (child == 0) {
             std::printf("child %d\n", int(getpid()));
@@ -107,6 +116,11 @@ int main(int argc, char** argv)
         int status = 0;
         waitpid(child, &status, 0);
         std::printf("child exited %d\n", WEXITSTATUS(status));
+        if (std::strcmp(mode, "fork-wait") == 0) {
+            std::printf("ready\n");
+            while (!g_handled)
+                pause();
+        }
     }
     return 0;
 }

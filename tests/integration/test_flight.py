@@ -1,0 +1,168 @@
+"""The flight-recorder file: what a process killed without a report leaves, and `oomscope recover`."""
+import collections
+import glob
+import os
+import signal
+import subprocess
+
+import oomscope_testlib as t
+
+MiB = 1 << 20
+
+
+def flight_files(outdir):
+    return sorted(glob.glob(os.path.join(str(outdir), "*.flight")))
+
+
+def start(build, args, outdir, program="alloc_modes", **env):
+    return subprocess.Popen([build.program(program)] + args, cwd=str(outdir), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(outdir), **env))
+
+
+def wait_for_line(proc, wanted):
+    for line in proc.stdout:
+        if line.strip() == wanted:
+            return
+    raise AssertionError(f"program ended before printing {wanted!r}: {proc.stderr.read()}")
+
+
+def recover(build, path, *args):
+    run = subprocess.run([build.oomscope, "recover", str(path)] + list(args), capture_output=True, text=True, timeout=120)
+    return run
+
+
+def recovered(build, outdir):
+    files = flight_files(outdir)
+    assert len(files) == 1, os.listdir(str(outdir))
+    run = recover(build, files[0])
+    assert run.returncode == 0, run.stderr
+    path = run.stdout.strip()
+    assert path.endswith("-recovered.json") and os.path.exists(path)
+    assert os.path.exists(files[0])  # recover leaves the evidence where it is
+    return t.load(path)
+
+
+def kinds(rep):
+    column = rep["timeline"]["columns"].index("kind")
+    return collections.Counter(row[column] for row in rep["timeline"]["rows"])
+
+
+def check_alloc_modes_memory(rep):
+    # What alloc_modes holds once it printed "ready": 4 x 16 MiB of device memory from
+    # allocate_model, 2 MiB managed, 1 MiB pinned (an 8 MiB buffer came and went).
+    row = t.memory_row(rep, 0)
+    assert row["tracked_bytes"] == 64 * MiB
+    assert row["by_kind"] == {"device": 64 * MiB, "managed": 2 * MiB, "host_pinned": 1 * MiB}
+    top = rep["sites"][0]
+    assert top["count"] == 4 and top["bytes"] == 64 * MiB
+    assert "allocate_model" in t.frame_names(rep, top["stack"])[0]
+    # Every event: 7 allocations, 1 free, nothing dropped.
+    assert kinds(rep) == {"alloc": 7, "free": 1}
+    assert rep["capture"]["events_dropped"] == 0
+
+
+def test_sigkill_leaves_a_file_that_recover_turns_into_the_report(build, tmp_path):
+    proc = start(build, ["wait"], tmp_path)
+    wait_for_line(proc, "ready")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert not t.reports_in(str(tmp_path))  # nothing could be written
+    rep = recovered(build, tmp_path)
+    assert rep["trigger"]["kind"] == "recovered"
+    assert rep["process"]["pid"] == proc.pid
+    assert rep["process"]["cmdline"][-1] == "wait"
+    assert rep["capture"]["backends"] == ["flight-recorder"]
+    check_alloc_modes_memory(rep)
+    rendered = subprocess.run([build.oomscope, "report", t.reports_in(str(tmp_path))["recovered"][0]],
+                              capture_output=True, text=True)
+    assert rendered.returncode == 0 and rendered.stdout.startswith("RECOVERED REPORT"), rendered.stdout[:200]
+
+
+def test_a_crash_leaves_the_file(build, tmp_path):
+    run = subprocess.run([build.program("alloc_modes"), "segv"], cwd=str(tmp_path), capture_output=True, text=True,
+                         env=build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(tmp_path)))
+    assert run.returncode == -signal.SIGSEGV, (run.returncode, run.stderr)  # the program's own death, unchanged
+    rep = recovered(build, tmp_path)
+    check_alloc_modes_memory(rep)
+
+
+def test_a_clean_exit_and_a_reported_signal_remove_the_file(build, tmp_path):
+    run = build.preloaded([build.program("alloc_modes"), "exit"], str(tmp_path))
+    assert run.returncode == 0
+    assert flight_files(tmp_path) == []
+    assert list(t.reports_in(str(tmp_path))) == ["exit"]
+
+    signalled = tmp_path / "signalled"
+    signalled.mkdir()
+    proc = start(build, ["wait"], signalled)
+    wait_for_line(proc, "ready")
+    assert len(flight_files(signalled)) == 1  # there while the process runs
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    assert list(t.reports_in(str(signalled))) == ["signal"]
+    assert flight_files(signalled) == []  # the report holds what the file did
+
+
+def test_switched_off_there_is_no_file(build, tmp_path):
+    proc = start(build, ["wait"], tmp_path, OOMSCOPE_FLIGHT="0")
+    wait_for_line(proc, "ready")
+    assert flight_files(tmp_path) == []
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+
+
+def test_a_fork_child_leaves_the_parents_file_alone(build, tmp_path):
+    proc = start(build, ["fork-wait"], tmp_path)
+    wait_for_line(proc, "ready")  # the child has exited by now, atexit handlers and all
+    assert len(flight_files(tmp_path)) == 1
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    rep = recovered(build, tmp_path)
+    assert rep["process"]["pid"] == proc.pid
+    check_alloc_modes_memory(rep)
+
+
+def test_many_threads_then_sigkill_every_event_and_live_allocation_recovered(build, tmp_path):
+    # 16 threads, frees on other threads than their allocations; the program kills itself, so
+    # nothing is in flight: every event and every live allocation must come back.
+    run = subprocess.run([build.program("stress"), "16", "3000", "kill"], cwd=str(tmp_path), capture_output=True,
+                         text=True, timeout=300,
+                         env=build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(tmp_path),
+                                       FAKECUDA_UNBACKED="1", FAKECUDA_CAPACITY="64GiB"))
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    words = run.stdout.split()
+    facts = dict(zip(words[0::2], (int(w) for w in words[1::2])))
+    assert facts["failures"] == 0
+    rep = recovered(build, tmp_path)
+    assert kinds(rep) == {"alloc": facts["allocated"], "free": facts["freed"]}
+    assert rep["capture"]["events_dropped"] == 0
+    assert rep["capture"]["live_allocations"] == facts["left"]
+    assert t.memory_row(rep, 0)["tracked_bytes"] == facts["bytes"]
+
+
+def test_recover_refuses_what_is_not_a_flight_file(build, tmp_path):
+    missing = recover(build, tmp_path / "nothing.flight")
+    assert missing.returncode == 2 and "cannot open" in missing.stderr
+    garbage = tmp_path / "garbage.flight"
+    garbage.write_bytes(b"not a flight file" * 1000)
+    run = recover(build, garbage)
+    assert run.returncode == 2 and "not an oomscope flight-recorder file" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+    # A real file cut short: its regions point past the end.
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    proc = start(build, ["wait"], killed)
+    wait_for_line(proc, "ready")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    (real,) = flight_files(killed)
+    cut = tmp_path / "cut.flight"
+    with open(real, "rb") as f:
+        cut.write_bytes(f.read(1 << 20))
+    run = recover(build, cut)
+    assert run.returncode == 2 and "truncated or damaged" in run.stderr, run.stderr
+    assert not t.reports_in(str(tmp_path))
