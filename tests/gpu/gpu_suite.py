@@ -7,8 +7,10 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -678,6 +680,84 @@ def scenario_cupti_coverage(ctx):
     check(missed_total == 0, f"{missed_total} allocations missed by the hooks: " + "; ".join(r for r in rows if "0 missed" not in r))
     return f"{len(rows)} reports, 0 allocations missed by the hooks; states {sorted({r.split(': ')[1].split()[0] for r in rows})}"
 
+# ---------------------------------------------------------------- reliability (issue 8)
+
+def scenario_torch_killed(ctx):
+    """A PyTorch training run killed with SIGKILL mid-training leaves its flight-recorder file;
+    `oomscope recover` turns it into a report whose live bytes are what the run held
+    (memory_reserved() at its last step)."""
+    out = ctx.dir("torch_killed")
+    facts_path = os.path.join(out, "facts.json")
+    script = os.path.join(HERE, "scenarios", "torch_killed.py")
+    proc = subprocess.Popen([ctx.oomscope, "run", "-o", out, "--", sys.executable, script, facts_path],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = any(line.strip() == "ready" for line in proc.stdout)
+    check(ready, f"the training never got ready: {proc.stderr.read()[-1500:]}")
+    pid = t.load(facts_path)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=120)
+    facts = t.load(facts_path)  # the last step's, written before the kill
+    check(not t.reports_in(out), f"reports written by a killed process: {t.reports_in(out)}")
+    flights = glob.glob(os.path.join(out, "*.flight"))
+    check(len(flights) == 1, f"flight files {flights}")
+    size = os.path.getsize(flights[0])
+    started = time.monotonic()
+    rec = subprocess.run([ctx.oomscope, "recover", flights[0]], capture_output=True, text=True, timeout=300)
+    took = time.monotonic() - started
+    check(rec.returncode == 0, f"recover: {rec.stderr}")
+    rep = t.load(rec.stdout.strip())
+    check(rep["trigger"]["kind"] == "recovered" and rep["process"]["pid"] == pid, "not the killed process's report")
+    row = t.memory_row(rep, 0)
+    check(row["tracked_bytes"] == facts["reserved"],
+          f"recovered live {row['tracked_bytes']} != memory_reserved() {facts['reserved']} at step {facts['step']}")
+    top, _ = program_line(rep, rep["sites"][0]["stack"])
+    cap = rep["capture"]
+    rendered = subprocess.run([ctx.oomscope, "report", rec.stdout.strip()], capture_output=True, text=True)
+    check(rendered.returncode == 0, f"oomscope report on it: {rendered.stderr}")
+    return (f"killed at step {facts['step']}; flight file {size / MiB:.0f} MiB; recovered in {took:.2f} s: live "
+            f"{row['tracked_bytes'] / MiB:.0f} MiB in {cap['live_allocations']} allocations == memory_reserved() "
+            f"{facts['reserved'] / MiB:.0f} MiB; {cap['events_recorded']} events, {cap['events_dropped']} dropped; "
+            f"top site {os.path.basename(top['file']) + ':' + str(top['line']) if top else '?'}; by_source "
+            f"{compact(row['by_source'])}")
+
+
+def scenario_torch_ranks(ctx):
+    """torchrun, two processes on the one GPU (gloo): rank 1 runs out of memory and dies of it,
+    torchrun ends rank 0. Each rank leaves its own report; the launcher, which never touches
+    CUDA, none."""
+    out = ctx.dir("torch_ranks")
+    script = os.path.join(HERE, "scenarios", "torch_ranks.py")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", script, out]
+    run = t.run_oomscope(ctx.oomscope, cmd, out, timeout=400)
+    check(run.returncode != 0, "torchrun succeeded although rank 1 ran out of memory")
+    ranks = {r: t.load(os.path.join(out, f"rank-{r}.json")) for r in (0, 1)}
+    by_pid = {}
+    for kind, paths in run.reports.items():
+        for path in paths:
+            rep = t.load(path)
+            by_pid.setdefault(rep["process"]["pid"], []).append(rep)
+    pids = {f["pid"] for f in ranks.values()}
+    check(set(by_pid) <= pids, f"reports from processes that are not ranks: {set(by_pid) - pids}")
+    parts = []
+    for r, f in ranks.items():
+        reps = by_pid.get(f["pid"], [])
+        check(reps, f"rank {r} (pid {f['pid']}) left no report; stderr: {run.stderr[-1500:]}")
+        for rep in reps:
+            check(rep["process"].get("rank") == r, f"rank {r}'s report says rank {rep['process'].get('rank')}")
+            check(rep["process"].get("world_size") == 2, "world_size")
+        kinds = sorted(rep["trigger"]["kind"] for rep in reps)
+        first = reps[0] if len(reps) == 1 else next(rep for rep in reps if rep["trigger"]["kind"] != "exit")
+        tracked = t.memory_row(first, 0)["tracked_bytes"]
+        if r == 1:
+            check("oom" in kinds, f"rank 1 reports {kinds}: no oom")
+            oom = next(rep for rep in reps if rep["trigger"]["kind"] == "oom")
+            tracked = t.memory_row(oom, 0)["tracked_bytes"]
+            check(tracked == f["reserved"], f"rank 1 tracked {tracked} != memory_reserved() {f['reserved']}")
+        parts.append(f"rank {r} (pid {f['pid']}): {'+'.join(kinds)}, tracked {tracked / GiB:.2f} GiB "
+                     f"(memory_reserved() {f['reserved'] / GiB:.2f} GiB)")
+    left = glob.glob(os.path.join(out, "*.flight"))
+    return "; ".join(parts) + f"; torchrun exit {run.returncode}; flight files left {len(left)}"
+
 
 SCENARIOS = [
     ("cuda_example", scenario_cuda_example),
@@ -699,6 +779,8 @@ SCENARIOS = [
     ("examples_fragmentation", scenario_examples_fragmentation),
     ("cupti_profiler", scenario_cupti_profiler),
     ("cupti_inject_static", scenario_cupti_inject_static),
+    ("torch_killed", scenario_torch_killed),
+    ("torch_ranks", scenario_torch_ranks),
     ("cupti_coverage", scenario_cupti_coverage),
 ]
 
