@@ -8,7 +8,7 @@
 #   make bench     the CPU benchmarks (bench/run_cpu.sh; figures in docs/BENCHMARKS.md)
 #   make test-asan the unit tests and the CLI (on every report fixture) under ASan + UBSan
 #   make test-tsan the unit tests (concurrent ring, live map, stack table, recorder) under TSan
-#   make fuzz      libFuzzer on the report reader for FUZZ_SECONDS (clang; corpus replayed in make test)
+#   make fuzz      libFuzzer on the report reader, check's options and flight files, FUZZ_SECONDS each (clang; corpora replayed in make test)
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -71,25 +71,30 @@ SAN_FLAGS_tsan := -fsanitize=thread -fno-omit-frame-pointer
 test-asan: deps
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOOMSCOPE_BUILD_CUDA_EXAMPLES=OFF \
 	  "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_asan)" "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_asan)" >/dev/null
-	cmake --build $(BUILD)-asan -j $(JOBS) --target unit_tests oomscope_cli fuzz_replay
+	cmake --build $(BUILD)-asan -j $(JOBS) --target unit_tests oomscope_cli fuzz_replay fuzz_replay_check_args fuzz_replay_flight
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/unit_tests
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay tests/fuzz/corpus tests/fixtures/v1
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay_check_args tests/fuzz/corpus-check-args
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay_flight tests/fuzz/corpus-flight
 	@for f in tests/fixtures/v1/*.json; do \
 	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/oomscope report $$f >/dev/null || exit 1; done; \
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/oomscope check tests/fixtures/v1/*.json --max-peak 1GiB \
 	  --max-fragmentation 10 >/dev/null; [ $$? -eq 1 ] && echo "make test-asan: clean"
 
-# libFuzzer on the report reader for FUZZ_SECONDS (default 60); new inputs it finds stay in
-# $(BUILD)-fuzz/corpus; a crash leaves crash-* in the working directory: add it to
-# tests/fuzz/corpus once fixed.
+# libFuzzer for FUZZ_SECONDS each (default 60) on the report reader, `oomscope check`'s option
+# strings and the flight-recorder file reader; new inputs stay in $(BUILD)-fuzz/corpus-*; a
+# crash leaves crash-* in the working directory: add it to the target's tests/fuzz/corpus* once
+# fixed (they are replayed in make test).
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOOMSCOPE_FUZZ=ON \
 	  -DOOMSCOPE_BUILD_CUDA_EXAMPLES=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined" \
 	  "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" >/dev/null
-	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_report
-	mkdir -p $(BUILD)-fuzz/corpus
-	$(BUILD)-fuzz/bin/fuzz_report -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)-fuzz/corpus tests/fuzz/corpus tests/fixtures/v1
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_report fuzz_check_args fuzz_flight
+	mkdir -p $(BUILD)-fuzz/corpus-report $(BUILD)-fuzz/corpus-check-args $(BUILD)-fuzz/corpus-flight
+	$(BUILD)-fuzz/bin/fuzz_report -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)-fuzz/corpus-report tests/fuzz/corpus tests/fixtures/v1
+	$(BUILD)-fuzz/bin/fuzz_check_args -max_total_time=$(FUZZ_SECONDS) $(BUILD)-fuzz/corpus-check-args tests/fuzz/corpus-check-args
+	$(BUILD)-fuzz/bin/fuzz_flight -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)-fuzz/corpus-flight tests/fuzz/corpus-flight
 
 test-tsan: deps
 	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOOMSCOPE_BUILD_CUDA_EXAMPLES=OFF \

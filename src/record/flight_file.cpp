@@ -123,8 +123,9 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
             at += arg.size() + 1;
         }
         // The magic last: a reader never takes a half-made header for a file.
-        __atomic_store(reinterpret_cast<uint64_t*>(h->magic), reinterpret_cast<const uint64_t*>(flight::kMagic),
-                       __ATOMIC_RELEASE);
+        uint64_t magic;
+        std::memcpy(&magic, flight::kMagic, sizeof(magic));
+        __atomic_store_n(reinterpret_cast<uint64_t*>(h->magic), magic, __ATOMIC_RELEASE);
     } catch (...) {
         if (f->m_fd >= 0) {
             ::unlink(f->m_path.c_str());

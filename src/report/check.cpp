@@ -5,6 +5,9 @@
 #include "report/render/table.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -251,6 +254,120 @@ ReportDiff diffReports(const Report& a, const Report& b)
         return x.delta() != y.delta() ? x.delta() > y.delta() : x.label < y.label;
     });
     return d;
+}
+
+bool parseSizeArgument(const std::string& text, uint64_t* out)
+{
+    char* end = nullptr;
+    errno = 0;
+    const double value = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || errno != 0 || !(value >= 0) || !std::isfinite(value))
+        return false;
+    std::string unit(end);
+    for (char& c : unit)
+        c = char(std::tolower(static_cast<unsigned char>(c)));
+    static const std::map<std::string, double> kUnits = {
+        {"", 1.0},         {"b", 1.0},
+        {"k", 1024.0},     {"kb", 1024.0},     {"kib", 1024.0},
+        {"m", 1048576.0},  {"mb", 1048576.0},  {"mib", 1048576.0},
+        {"g", 1073741824.0}, {"gb", 1073741824.0}, {"gib", 1073741824.0},
+        {"t", 1099511627776.0}, {"tb", 1099511627776.0}, {"tib", 1099511627776.0}};
+    const auto it = kUnits.find(unit);
+    if (it == kUnits.end())
+        return false;
+    const double bytes = value * it->second;
+    if (bytes > 1.8e19)
+        return false;
+    *out = uint64_t(bytes);
+    return true;
+}
+
+namespace {
+
+bool parsePercent(std::string text, double* out)
+{
+    if (!text.empty() && text.back() == '%')
+        text.pop_back();
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0' || !(value >= 0) || value > 100)
+        return false;
+    *out = value;
+    return true;
+}
+
+} // namespace
+
+bool parseCheckArguments(const CheckArguments& a, CheckOptions* out, std::string* error)
+{
+    CheckOptions options;
+    if (!a.maxPeak.empty()) {
+        uint64_t v = 0;
+        if (!parseSizeArgument(a.maxPeak, &v)) {
+            *error = "--max-peak wants a size such as 24GiB or 512MiB, got \"" + a.maxPeak + "\"";
+            return false;
+        }
+        options.maxPeak = v;
+    }
+    if (!a.maxFragmentation.empty()) {
+        double v = 0;
+        if (!parsePercent(a.maxFragmentation, &v)) {
+            *error = "--max-fragmentation wants a percentage from 0 to 100, got \"" + a.maxFragmentation + "\"";
+            return false;
+        }
+        options.maxFragmentationPercent = v;
+    }
+    if (!a.maxGrowth.empty()) {
+        uint64_t v = 0;
+        if (!parseSizeArgument(a.maxGrowth, &v)) {
+            *error = "--max-growth wants a size such as 1GiB, got \"" + a.maxGrowth + "\"";
+            return false;
+        }
+        options.maxGrowth = v;
+    }
+    if (a.haveBaseline != !a.maxGrowth.empty()) {
+        *error = "--baseline and --max-growth go together";
+        return false;
+    }
+    // The rules: as asked, or leak plus those whose limits were given.
+    options.failOn.clear();
+    if (a.failOn.empty()) {
+        options.failOn.insert("leak");
+        if (options.maxPeak)
+            options.failOn.insert("peak");
+        if (options.maxFragmentationPercent)
+            options.failOn.insert("fragmentation");
+        if (options.maxGrowth)
+            options.failOn.insert("growth");
+    } else {
+        size_t start = 0;
+        while (start <= a.failOn.size()) {
+            size_t comma = a.failOn.find(',', start);
+            if (comma == std::string::npos)
+                comma = a.failOn.size();
+            const std::string rule = a.failOn.substr(start, comma - start);
+            start = comma + 1;
+            if (rule.empty())
+                continue;
+            if (rule != "leak" && rule != "peak" && rule != "fragmentation" && rule != "growth") {
+                *error = "unknown rule \"" + rule + "\" in --fail-on (leak, peak, fragmentation, growth)";
+                return false;
+            }
+            options.failOn.insert(rule);
+        }
+        if (options.failOn.count("peak") && !options.maxPeak) {
+            *error = "--fail-on peak needs --max-peak SIZE";
+            return false;
+        }
+        if (options.failOn.count("growth") && !options.maxGrowth) {
+            *error = "--fail-on growth needs --baseline REPORT --max-growth SIZE";
+            return false;
+        }
+        if (options.failOn.count("fragmentation") && !options.maxFragmentationPercent)
+            options.maxFragmentationPercent = 30.0;
+    }
+    *out = std::move(options);
+    return true;
 }
 
 } // namespace oomscope::report

@@ -22,6 +22,20 @@ struct CheckOptions {
     LeakOptions leaks;
 };
 
+// The check command's option strings as given (--fail-on, --max-peak, --max-fragmentation,
+// --max-growth, whether --baseline was given), turned into CheckOptions (baseline not set).
+// false with *error (one line, naming the option) on anything it cannot take.
+struct CheckArguments {
+    std::string failOn;            // comma-separated; empty: leak, plus the rules whose limits are given
+    std::string maxPeak;           // "24GiB", "512MiB", "1.5g", "4096"
+    std::string maxFragmentation;  // "30", "30%"
+    std::string maxGrowth;
+    bool haveBaseline = false;
+};
+bool parseCheckArguments(const CheckArguments& args, CheckOptions* out, std::string* error);
+// "2GiB", "2G", "2GB" (binary units throughout), "512MiB", "1.5g", "4096".
+bool parseSizeArgument(const std::string& text, uint64_t* out);
+
 struct CheckResult {
     std::string rule;
     bool passed = true;

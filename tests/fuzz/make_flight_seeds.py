@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Writes small flight-recorder files into tests/fuzz/corpus-flight: seeds for the flight fuzz
+target, laid out as src/record/flight_file.h says (version 1). Run again after a layout change."""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "corpus-flight")
+
+RING, JOURNAL, LIVE = 4096, 4096 + 16 * 64, 4096 + 16 * 64 + 512
+LIVE_BYTES = 64 * 40
+SIZE = LIVE + LIVE_BYTES
+
+
+def event(time_ns, address, size, stack, kind, api):
+    # Event: timeNs, address, size, stream (u64), stack, thread (u32), error (i16), api (u16),
+    # device (i8), kind, memKind, flags (u8)
+    return struct.pack("<4Q2IhH b3B", time_ns, address, size, 0, stack, 1234, 0, api, 0, kind, 0, 0)
+
+
+def record(kind, payload):
+    head = struct.pack("<II", kind, len(payload))
+    return head + payload + b"\0" * (-len(payload) % 8)
+
+
+def build(journal_cut=False):
+    data = bytearray(SIZE)
+    journal = (record(1, struct.pack("<I", 1) + b"cudaMalloc") + record(1, struct.pack("<I", 2) + b"cudaFree") +
+               record(4, struct.pack("<3Q", 0x400000, 0x401000, 0) + b"/bin/true") +
+               record(3, struct.pack("<I", 0) + b"train.py\0step\0__main__") +
+               record(2, struct.pack("<II", 1, 2) + struct.pack("<2Q", 0x400010, (1 << 63) | 42)))
+    if journal_cut:
+        journal = journal[:-8]
+    header = bytearray(4096)
+    header[0:8] = b"OOMSFLT1"
+    struct.pack_into("<6I", header, 8, 1, 4096, 48, 64, 40, 64)
+    struct.pack_into("<14Q", header, 32, 4321, 1, 10, 20, SIZE, RING, 16, JOURNAL, 512, len(journal), 0,
+                     LIVE, LIVE_BYTES, LIVE_BYTES)
+    struct.pack_into("<2Q", header, 32 + 14 * 8, LIVE, 64)  # shard 0: the whole arena
+    struct.pack_into("<2Q", header, 32 + 14 * 8 + 16, 2 ** 64 - 1, 64)  # shard 1: in memory only
+    host = 32 + 14 * 8 + 64 * 16
+    header[host:host + 4] = b"seed"
+    data[0:4096] = header
+    for s, (t, addr, size, kind, api) in enumerate([(100, 0x7000, 4096, 0, 1), (200, 0x8000, 8192, 0, 1),
+                                                    (300, 0x8000, 8192, 1, 2)]):
+        struct.pack_into("<Q", data, RING + s * 64, 2 * s + 2)
+        data[RING + s * 64 + 8:RING + s * 64 + 56] = event(t, addr, size, 1, kind, api)
+    data[JOURNAL:JOURNAL + len(journal)] = journal
+    struct.pack_into("<4QIHbB", data, LIVE + 5 * 40, 0x7000, 4096, 100, 0, 1, 1, 0, 0)
+    return bytes(data)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    seeds = {"small": build(), "journal-cut": build(journal_cut=True), "truncated": build()[:6000]}
+    for name, data in seeds.items():
+        with open(os.path.join(OUT, name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()
