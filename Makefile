@@ -68,10 +68,17 @@ bench: build
 SAN_FLAGS_asan := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_FLAGS_tsan := -fsanitize=thread -fno-omit-frame-pointer
 
+# The integration tests run against ASan builds of the preload, the fake CUDA and the test
+# programs, with the ASan runtime first in every LD_PRELOAD (tests/integration/conftest.py);
+# the tests that cannot hold under ASan skip, saying why.
+ASAN_RUNTIME = $(shell $(CXX) -print-file-name=libasan.so)
 test-asan: deps
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOOMSCOPE_BUILD_CUDA_EXAMPLES=OFF \
-	  "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_asan)" "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_asan)" >/dev/null
-	cmake --build $(BUILD)-asan -j $(JOBS) --target unit_tests oomscope_cli fuzz_replay fuzz_replay_check_args fuzz_replay_flight
+	  "-DCMAKE_C_FLAGS=$(SAN_FLAGS_asan)" "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_asan)" \
+	  "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_asan)" "-DCMAKE_SHARED_LINKER_FLAGS=$(SAN_FLAGS_asan)" >/dev/null
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	OOMSCOPE_TEST_PRELOAD_FIRST=$(ASAN_RUNTIME) ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
+	  ctest --test-dir $(BUILD)-asan -L integration --output-on-failure
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/unit_tests
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay tests/fuzz/corpus tests/fixtures/v1
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay_check_args tests/fuzz/corpus-check-args

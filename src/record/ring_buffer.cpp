@@ -40,8 +40,9 @@ RingBuffer::RingBuffer(size_t capacity, void* memory) : m_id(g_nextRingId.fetch_
             return;
         m_ownsSlots = true;
     }
-    // Anonymous memory is zero: seq 0 never equals a stable 2*s+2, so unwritten slots read as
-    // absent without any initialisation pass over the whole ring.
+    // Fresh memory (anonymous, or a new flight file's reserved blocks) is zero: seq 0 never
+    // equals a stable 2*s+2, so unwritten slots read as absent without any initialisation
+    // pass over the whole ring.
     m_slots = static_cast<Slot*>(mem);
     m_capacity = cap;
     m_mask = cap - 1;

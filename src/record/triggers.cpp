@@ -1,7 +1,7 @@
 #include "record/triggers.h"
 
-#include "record/flight_file.h"
 #include "record/config.h"
+#include "record/flight_file.h"
 #include "record/process_info.h"
 #include "record/recorder.h"
 

@@ -11,6 +11,13 @@ sys.path.insert(0, os.path.join(SOURCE, "tests", "pylib"))
 
 import oomscope_testlib  # noqa: E402,F401
 
+# Under `make test-asan` the preload and the programs are ASan builds: the sanitizer's runtime
+# goes first in every LD_PRELOAD (OOMSCOPE_TEST_PRELOAD_FIRST), and into this process's
+# environment for the commands that inherit it (`oomscope run` puts the preload before it).
+PRELOAD_FIRST = os.environ.get("OOMSCOPE_TEST_PRELOAD_FIRST", "")
+if PRELOAD_FIRST:
+    os.environ["LD_PRELOAD"] = PRELOAD_FIRST
+
 
 class Build:
     def __init__(self):
@@ -28,6 +35,8 @@ class Build:
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
         env.update({k: str(v) for k, v in extra.items()})
+        if PRELOAD_FIRST:
+            env["LD_PRELOAD"] = PRELOAD_FIRST + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
         return env
 
     def preloaded(self, cmd, outdir, **env):

@@ -5,33 +5,15 @@ import subprocess
 
 import oomscope_testlib as t
 
-MiB = 1 << 20
-
 
 def start(build, args, outdir, via_cli=False):
-    env = build.env(OOMSCOPE_OUTPUT_DIR=str(outdir))
     if via_cli:
+        env = build.env(OOMSCOPE_OUTPUT_DIR=str(outdir))
         cmd = [build.oomscope, "run", "-o", str(outdir), "--", build.program("alloc_modes")] + args
     else:
-        env["LD_PRELOAD"] = build.preload
+        env = build.env(OOMSCOPE_OUTPUT_DIR=str(outdir), LD_PRELOAD=build.preload)
         cmd = [build.program("alloc_modes")] + args
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(outdir))
-
-
-def wait_for_line(proc, wanted):
-    for line in proc.stdout:
-        if line.strip() == wanted:
-            return
-    raise AssertionError(f"program ended before printing {wanted!r}: {proc.stderr.read()}")
-
-
-def check_live_memory(rep):
-    row = t.memory_row(rep, 0)
-    assert row["tracked_bytes"] == 64 * MiB
-    assert row["by_kind"] == {"device": 64 * MiB, "managed": 2 * MiB, "host_pinned": 1 * MiB}
-    top = rep["sites"][0]
-    assert top["count"] == 4 and top["bytes"] == 64 * MiB
-    assert "allocate_model" in t.frame_names(rep, top["stack"])[0]
 
 
 def test_exit_report(build, tmp_path):
@@ -41,7 +23,7 @@ def test_exit_report(build, tmp_path):
     assert list(reports) == ["exit"], reports
     rep = t.load(reports["exit"][0])
     assert rep["trigger"]["kind"] == "exit"
-    check_live_memory(rep)
+    t.check_alloc_modes_live(rep)
     kinds = [r[1] for r in rep["timeline"]["rows"]]
     assert kinds == ["alloc"] * 5 + ["free"] + ["alloc"] * 2
 
@@ -54,7 +36,7 @@ def test_exit_report_can_be_switched_off(build, tmp_path):
 
 def test_sigterm_writes_a_report_then_terminates(build, tmp_path):
     proc = start(build, ["wait"], tmp_path)
-    wait_for_line(proc, "ready")
+    t.wait_for_line(proc, "ready")
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGTERM  # died of the signal, as without us
@@ -62,7 +44,7 @@ def test_sigterm_writes_a_report_then_terminates(build, tmp_path):
     assert list(reports) == ["signal"], reports
     rep = t.load(reports["signal"][0])
     assert rep["trigger"]["message"] == "received SIGTERM"
-    check_live_memory(rep)
+    t.check_alloc_modes_live(rep)
 
 
 def test_abort_writes_a_report_then_dies_of_sigabrt(build, tmp_path):
@@ -73,12 +55,12 @@ def test_abort_writes_a_report_then_dies_of_sigabrt(build, tmp_path):
     assert list(reports) == ["signal"], reports
     rep = t.load(reports["signal"][0])
     assert rep["trigger"]["message"] == "received SIGABRT"
-    check_live_memory(rep)
+    t.check_alloc_modes_live(rep)
 
 
 def test_sigterm_through_oomscope_run_is_forwarded(build, tmp_path):
     proc = start(build, ["wait"], tmp_path, via_cli=True)
-    wait_for_line(proc, "ready")
+    t.wait_for_line(proc, "ready")
     proc.send_signal(signal.SIGTERM)  # to the CLI, which passes it on
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGTERM
@@ -87,9 +69,9 @@ def test_sigterm_through_oomscope_run_is_forwarded(build, tmp_path):
 
 def test_sigint_reaches_the_programs_own_handler(build, tmp_path):
     proc = start(build, ["handler"], tmp_path)
-    wait_for_line(proc, "ready")
+    t.wait_for_line(proc, "ready")
     proc.send_signal(signal.SIGINT)
-    wait_for_line(proc, "handled")
+    t.wait_for_line(proc, "handled")
     proc.wait(timeout=60)
     assert proc.returncode == 0
     reports = t.reports_in(str(tmp_path))
@@ -107,7 +89,7 @@ def test_dump_request_through_the_c_api(build, tmp_path):
     assert printed == "dump: " + reports["request"][0]
     rep = t.load(reports["request"][0])
     assert rep["trigger"]["message"] == "checkpoint"
-    check_live_memory(rep)
+    t.check_alloc_modes_live(rep)
 
 
 def test_dump_without_the_preload_is_harmless(build, tmp_path):

@@ -26,6 +26,11 @@ class Run:
         return len(self.reports.get(kind, []))
 
 
+# True under `make test-asan` (conftest.py): the few tests that cannot hold there skip,
+# saying why (README: Tests).
+UNDER_ASAN = bool(os.environ.get("OOMSCOPE_TEST_PRELOAD_FIRST"))
+
+
 def reports_in(outdir):
     found = {}
     for path in sorted(glob.glob(os.path.join(outdir, "oomscope-*.json"))):
@@ -99,3 +104,23 @@ def memory_row(report, device):
 
 def live_sum(report, device=None, kind="device"):
     return sum(s["bytes"] for s in report["sites"] if (device is None or s["device"] == device) and s["kind"] == kind)
+
+
+def wait_for_line(proc, wanted):
+    """Reads proc's stdout (a pipe, text) until the line `wanted`; fails if the program ends first."""
+    for line in proc.stdout:
+        if line.strip() == wanted:
+            return
+    raise AssertionError(f"program ended before printing {wanted!r}: {proc.stderr.read()}")
+
+
+def check_alloc_modes_live(rep):
+    """What tests/integration/programs/alloc_modes holds once it has allocated: 4 x 16 MiB of
+    device memory from allocate_model, 2 MiB managed, 1 MiB pinned."""
+    MiB = 1 << 20
+    row = memory_row(rep, 0)
+    assert row["tracked_bytes"] == 64 * MiB
+    assert row["by_kind"] == {"device": 64 * MiB, "managed": 2 * MiB, "host_pinned": 1 * MiB}
+    top = rep["sites"][0]
+    assert top["count"] == 4 and top["bytes"] == 64 * MiB
+    assert "allocate_model" in frame_names(rep, top["stack"])[0]
