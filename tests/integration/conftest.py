@@ -14,9 +14,13 @@ import oomscope_testlib  # noqa: E402,F401
 # Under `make test-asan` the preload and the programs are ASan builds: the sanitizer's runtime
 # goes first in every LD_PRELOAD (OOMSCOPE_TEST_PRELOAD_FIRST), and into this process's
 # environment for the commands that inherit it (`oomscope run` puts the preload before it).
+# ASan's dlopen interceptor makes the runtime, not the program, the caller of dlopen: the
+# programs' RUNPATH no longer finds the fake libcuda, so the folder goes on the library path.
 PRELOAD_FIRST = os.environ.get("OOMSCOPE_TEST_PRELOAD_FIRST", "")
 if PRELOAD_FIRST:
     os.environ["LD_PRELOAD"] = PRELOAD_FIRST
+    fake_lib = os.path.join(BUILD, "fakecuda", "lib")
+    os.environ["LD_LIBRARY_PATH"] = fake_lib + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
 
 
 class Build:
