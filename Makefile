@@ -6,7 +6,7 @@
 #   make install   PREFIX=/opt/oomscope: a relocatable install tree
 #   make gpu-test  tests/gpu/run_all.sh against an install in $(BUILD)/dist (needs a GPU)
 #   make bench     the CPU benchmarks (bench/run_cpu.sh; figures in docs/BENCHMARKS.md)
-#   make test-asan the unit tests and the CLI (on every report fixture) under ASan + UBSan
+#   make test-asan unit tests, fuzz corpora, the CLI on every fixture and the preload's integration tests under ASan + UBSan
 #   make test-tsan the unit tests (concurrent ring, live map, stack table, recorder) under TSan
 #   make fuzz      libFuzzer on the report reader, check's options and flight files, FUZZ_SECONDS each (clang; corpora replayed in make test)
 
@@ -63,8 +63,8 @@ gpu-test: build
 bench: build
 	bench/run_cpu.sh $(BUILD)
 
-# Sanitizer builds of what runs in-process in tests (the preload's integration tests need the
-# sanitizer runtime preloaded before it and are not part of these yet).
+# Sanitizer builds of their own (build-asan, build-tsan). Under TSan, the unit tests only: the
+# preload's integration tests are not run there yet.
 SAN_FLAGS_asan := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_FLAGS_tsan := -fsanitize=thread -fno-omit-frame-pointer
 
