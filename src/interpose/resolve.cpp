@@ -7,9 +7,9 @@
 #include "interpose/hooks.h"
 
 #include "record/config.h"
-#include "record/module_map.h"
 
 #include <cstring>
+#include <dlfcn.h>
 #include <link.h>
 #include <string>
 
@@ -50,32 +50,35 @@ FamilyLibrary libraryOf(Family family)
 
 std::atomic<void*> g_familyHandle[kFamilyCount];
 
+// dladdr, not dl_iterate_phdr: this runs inside the first dlsym call, which a sanitizer
+// runtime makes while it sets up its interceptors, and dl_iterate_phdr may be one of them, not
+// ready yet (TSan's was: a call through its null "real" pointer at every program's start).
 bool inOwnModule(const void* p)
 {
-    static const std::pair<uint64_t, uint64_t> own = record::moduleRangeOf(reinterpret_cast<const void*>(&inOwnModule));
-    const uint64_t a = reinterpret_cast<uint64_t>(p);
-    return a >= own.first && a < own.second;
+    Dl_info own{}, other{};
+    if (!dladdr(reinterpret_cast<const void*>(&inOwnModule), &own) || !dladdr(p, &other))
+        return false;
+    return own.dli_fbase == other.dli_fbase;
 }
 
+// No function-local static (its guard is a __cxa_guard_* call, which TSan intercepts and is
+// not ready for here): loaderDlsym() keeps the result; two threads racing both find the same.
 DlsymFn findLoaderDlsym()
 {
-    static const DlsymFn fn = [] {
+    for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
+        for (void* scope : {RTLD_NEXT, RTLD_DEFAULT}) {
+            void* p = dlvsym(scope, "dlsym", version);
+            if (p && !inOwnModule(p))
+                return reinterpret_cast<DlsymFn>(p);
+        }
+    }
+    if (void* libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY)) {
         for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
-            for (void* scope : {RTLD_NEXT, RTLD_DEFAULT}) {
-                void* p = dlvsym(scope, "dlsym", version);
-                if (p && !inOwnModule(p))
-                    return reinterpret_cast<DlsymFn>(p);
-            }
+            if (void* p = dlvsym(libc, "dlsym", version))
+                return reinterpret_cast<DlsymFn>(p);
         }
-        if (void* libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY)) {
-            for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
-                if (void* p = dlvsym(libc, "dlsym", version))
-                    return reinterpret_cast<DlsymFn>(p);
-            }
-        }
-        return static_cast<DlsymFn>(nullptr);
-    }();
-    return fn;
+    }
+    return nullptr;
 }
 
 // dl_iterate_phdr: the first loaded object (not us) whose basename starts with prefix and
