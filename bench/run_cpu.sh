@@ -20,6 +20,7 @@ LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_STACK_DEPTH=0 "$build/bench/benc
 LD_PRELOAD="$build/lib/liboomscope.so" "$build/bench/bench_hooks" 20000 51 "$threads"
 echo "== recorder hot path"
 "$build/bench/bench_record" "$threads" 200000
+"$build/bench/bench_parts" 20000 51
 echo "== dump and CLI at scale"
 timed() {  # GNU time for the peak memory where it is installed
   if [ -x /usr/bin/time ]; then /usr/bin/time -f "$1: %e s wall, max RSS %M KiB" "${@:2}"; else shift; "$@"; fi
