@@ -33,9 +33,20 @@ void* openLibunwind(const char* libDir)
     return dlopen("libunwind.so.8", flags);
 }
 
+// ThreadSanitizer's runtime in the process (a program built with -fsanitize=thread): libunwind's
+// per-thread trace cache is freed by a thread-specific-data destructor that takes a mutex on
+// the destructors' last round, after TSan has finished the thread, and TSan's interceptor of
+// pthread_mutex_lock then crashes the exiting thread. glibc's backtrace() keeps nothing per
+// thread.
+bool underThreadSanitizer()
+{
+    return dlsym(RTLD_DEFAULT, "__tsan_init") != nullptr;
+}
+
 void init(const char* libDir)
 {
-    if (void* handle = openLibunwind(libDir)) {
+    void* handle = underThreadSanitizer() ? nullptr : openLibunwind(libDir);
+    if (handle) {
         auto fn = reinterpret_cast<UnwBacktraceFn>(dlsym(handle, "unw_backtrace"));
         auto setCaching = reinterpret_cast<UnwSetCachingFn>(dlsym(handle, kSetCachingPolicy));
         auto* space = static_cast<unw_addr_space_t*>(dlsym(handle, kLocalAddrSpace));
