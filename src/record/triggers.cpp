@@ -31,7 +31,14 @@ int g_requestPipe[2] = {-1, -1};
 int g_donePipe[2] = {-1, -1};
 std::atomic<bool> g_agentRunning{false};
 std::atomic<bool> g_active{false};
-Recorder* g_recorder = nullptr;
+// Set once by the thread that starts the recorder, read by the agent, at exit and around fork
+// on any thread: published with release, read with acquire.
+std::atomic<Recorder*> g_recorder{nullptr};
+
+Recorder* recorderOrNull()
+{
+    return g_recorder.load(std::memory_order_acquire);
+}
 
 const char* signalName(int sig)
 {
@@ -52,12 +59,13 @@ void* agentMain(void*)
             continue;
         if (n <= 0)
             return nullptr;
-        if (g_recorder && processActive()) {
+        Recorder* recorder = recorderOrNull();
+        if (recorder && processActive()) {
             TriggerInfo trigger;
             trigger.kind = TriggerKind::Signal;
             trigger.reason = std::string("received ") + signalName(sig);
             // The report holds what the file would: the file goes once the report is there.
-            if (!g_recorder->dump(trigger).empty())
+            if (!recorder->dump(trigger).empty())
                 if (FlightFile* flight = FlightFile::active())
                     flight->remove();
         }
@@ -154,11 +162,12 @@ void installSignalHandlers()
 
 void onExit()
 {
-    if (g_recorder && processActive() && Config::get().exitReport) {
+    Recorder* recorder = recorderOrNull();
+    if (recorder && processActive() && Config::get().exitReport) {
         TriggerInfo trigger;
         trigger.kind = TriggerKind::Exit;
         trigger.reason = "normal exit";
-        g_recorder->dump(trigger);
+        recorder->dump(trigger);
     }
     // A clean end: the flight-recorder file is not evidence of anything.
     if (FlightFile* flight = FlightFile::active())
@@ -168,21 +177,21 @@ void onExit()
 
 void forkPrepare()
 {
-    if (g_recorder)
-        g_recorder->lockAllForFork();
+    if (Recorder* recorder = recorderOrNull())
+        recorder->lockAllForFork();
 }
 
 void forkParent()
 {
-    if (g_recorder)
-        g_recorder->unlockAllAfterFork();
+    if (Recorder* recorder = recorderOrNull())
+        recorder->unlockAllAfterFork();
 }
 
 void forkChild()
 {
     resetThreadIdAfterFork();
-    if (g_recorder)
-        g_recorder->unlockAllInChild();
+    if (Recorder* recorder = recorderOrNull())
+        recorder->unlockAllInChild();
     // The child has no agent thread and did not make the parent's allocations: it writes
     // nothing unless it records CUDA activity of its own, and its signals go straight on.
     g_agentRunning.store(false, std::memory_order_release);
@@ -209,7 +218,7 @@ void markProcessActive()
 
 void installTriggers(Recorder& recorder)
 {
-    g_recorder = &recorder;
+    g_recorder.store(&recorder, std::memory_order_release);
     pthread_atfork(forkPrepare, forkParent, forkChild);
     std::atexit(onExit);
     if (Config::get().signalReports && startAgent())
