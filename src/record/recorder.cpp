@@ -171,8 +171,16 @@ StackId Recorder::captureStack() noexcept
     const int n = captureBacktrace(raw, m_stackDepth + kOwnFramesMax + (python ? kInterpreterSearch : 0));
     const uint64_t begin = m_ownBegin.load(std::memory_order_relaxed);
     const uint64_t end = m_ownEnd.load(std::memory_order_relaxed);
+    const auto own = [begin, end](uint64_t pc) { return pc >= begin && pc < end; };
+    // The unwinder's own frames may come first: glibc's backtrace(), or a sanitizer's
+    // interceptor of it. Everything up to the last of our frames at the top goes.
+    constexpr int kUnwinderFramesMax = 4;
     int skip = 0;
-    while (skip < n && raw[skip] >= begin && raw[skip] < end)
+    while (skip < n && skip < kUnwinderFramesMax && !own(raw[skip]))
+        ++skip;
+    if (skip == n || skip == kUnwinderFramesMax)
+        skip = 0;
+    while (skip < n && own(raw[skip]))
         ++skip;
     uint64_t* frames = raw + skip;
     int count = n - skip;
