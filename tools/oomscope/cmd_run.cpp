@@ -20,8 +20,6 @@
 namespace oomscope::cli {
 namespace {
 
-pid_t g_child = 0;
-
 std::string dirName(const std::string& path)
 {
     const size_t slash = path.rfind('/');
@@ -93,11 +91,25 @@ void prependEnv(const char* name, const std::string& value, char separator)
 }
 
 // SIGTERM and SIGHUP sent to us go on to the program. A SIGINT from the terminal already
-// reaches the whole process group; one sent with kill() to us alone is forwarded.
-void forward(int sig, siginfo_t* info, void*)
+// reaches the whole process group; one sent with kill() to us alone is forwarded. The signals
+// are taken synchronously (blocked, then sigwaitinfo with SIGCHLD), not by a handler: nothing
+// runs in signal context, and a restarted waitpid can never sit on a signal that a runtime
+// (a sanitizer's, which defers handlers to its next safe point) has not handed on yet.
+// Returns the child's wait status.
+int waitForwarding(pid_t child, const sigset_t& signals)
 {
-    if (g_child > 0 && (sig != SIGINT || info->si_code == SI_USER))
-        kill(g_child, sig);
+    for (;;) {
+        int status = 0;
+        const pid_t done = waitpid(child, &status, WNOHANG);
+        if (done == child || (done < 0 && errno != EINTR))
+            return status;
+        siginfo_t info{};
+        const int sig = sigwaitinfo(&signals, &info);
+        if (sig <= 0 || sig == SIGCHLD)
+            continue;
+        if (sig != SIGINT || info.si_code == SI_USER)
+            kill(child, sig);
+    }
 }
 
 } // namespace
@@ -147,12 +159,14 @@ int runCommand(const RunOptions& options)
     if (isDir(python))
         prependEnv("PYTHONPATH", python, ':');
 
-    struct sigaction fwd {};
-    fwd.sa_sigaction = forward;
-    fwd.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&fwd.sa_mask);
-    for (int sig : {SIGTERM, SIGHUP, SIGINT})
-        sigaction(sig, &fwd, nullptr);
+    // SIGCHLD at its default (not ignored: the child must stay to be waited for), then every
+    // signal waitForwarding takes is blocked from before the fork on.
+    signal(SIGCHLD, SIG_DFL);
+    sigset_t forwarded, previousMask;
+    sigemptyset(&forwarded);
+    for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGCHLD})
+        sigaddset(&forwarded, sig);
+    sigprocmask(SIG_BLOCK, &forwarded, &previousMask);
 
     std::vector<char*> argv;
     for (const std::string& a : options.command)
@@ -161,18 +175,17 @@ int runCommand(const RunOptions& options)
     int errorPipe[2];
     if (pipe2(errorPipe, O_CLOEXEC) != 0) {
         logError(std::string("run: pipe: ") + std::strerror(errno));
+        sigprocmask(SIG_SETMASK, &previousMask, nullptr);
         return kExitUsage;
     }
-    g_child = fork();
-    if (g_child < 0) {
+    const pid_t child = fork();
+    if (child < 0) {
         logError(std::string("run: fork: ") + std::strerror(errno));
+        sigprocmask(SIG_SETMASK, &previousMask, nullptr);
         return kExitUsage;
     }
-    if (g_child == 0) {
-        struct sigaction dfl {};
-        dfl.sa_handler = SIG_DFL;
-        for (int sig : {SIGTERM, SIGHUP, SIGINT})
-            sigaction(sig, &dfl, nullptr);
+    if (child == 0) {
+        sigprocmask(SIG_SETMASK, &previousMask, nullptr);  // the program gets the mask we were given
         close(errorPipe[0]);
         execvp(argv[0], argv.data());
         const int err = errno;
@@ -184,9 +197,8 @@ int runCommand(const RunOptions& options)
     const bool execFailed = read(errorPipe[0], &execErrno, sizeof(execErrno)) == sizeof(execErrno);
     close(errorPipe[0]);
 
-    int status = 0;
-    while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
-    }
+    const int status = waitForwarding(child, forwarded);
+    sigprocmask(SIG_SETMASK, &previousMask, nullptr);
     if (execFailed) {
         logError("run: cannot run " + options.command.front() + ": " + std::strerror(execErrno));
         return 127;
