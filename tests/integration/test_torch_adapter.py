@@ -268,9 +268,9 @@ def test_oomscope_module_api(build, tmp_path):
 def test_an_incompatible_torch_turns_the_adapter_off_with_one_notice(build, tmp_path):
     # The private API the adapter needs is missing: one notice, the program runs as without
     # us, and the interposer still writes the OOM report (as with OOMSCOPE_TORCH=0).
-    plain_env = dict(os.environ, PYTHONPATH=FAKE_TORCH, FAKECUDA_LIB=build.fake_lib, FAKECUDA_CAPACITY="1GiB",
-                     LD_LIBRARY_PATH=build.fake_lib, FAKE_TORCH_DROP="get_allocator_backend")
-    plain_env.pop("LD_PRELOAD", None)
+    # Without the preload (a sanitizer's runtime stays first: the fake CUDA is built with it).
+    plain_env = build.env(PYTHONPATH=FAKE_TORCH, FAKECUDA_LIB=build.fake_lib, FAKECUDA_CAPACITY="1GiB",
+                          LD_LIBRARY_PATH=build.fake_lib, FAKE_TORCH_DROP="get_allocator_backend")
     plain = subprocess.run([sys.executable, SCRIPT, "recover", str(tmp_path / "plain.json")], capture_output=True,
                            text=True, env=plain_env)
     r, facts = run(build, tmp_path, "recover", FAKE_TORCH_DROP="get_allocator_backend")
