@@ -93,6 +93,18 @@ def test_run_keeps_the_exit_status(build, tmp_path):
         assert out.returncode == status
 
 
+def test_run_keeps_a_sanitizer_runtime_first_in_ld_preload(build, tmp_path):
+    # ASan refuses to start unless its runtime is the first library: a user's preloaded
+    # sanitizer runtimes stay in front, the preload goes right after them, the rest after it.
+    from conftest import PRELOAD_FIRST
+    given = ["/nonexistent/libasan.so.8", "/nonexistent/libclang_rt.tsan-x86_64.so", "/nonexistent/libother.so"]
+    first = [PRELOAD_FIRST] if PRELOAD_FIRST else []
+    env = dict(os.environ, LD_PRELOAD=":".join(first + given[:1]) + " " + ":".join(given[1:]))
+    out = cli(build, "run", "-o", str(tmp_path), "--", "sh", "-c", 'printf "%s" "$LD_PRELOAD"', env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split(":") == first + given[:2] + [build.preload] + given[2:]
+
+
 def test_run_reports_a_missing_program(build, tmp_path):
     out = cli(build, "run", "-o", str(tmp_path), "--", str(tmp_path / "no-such-program"))
     assert out.returncode == 127

@@ -90,6 +90,41 @@ void prependEnv(const char* name, const std::string& value, char separator)
     setenv(name, v.c_str(), 1);
 }
 
+// A sanitizer's runtime (ASan, TSan, MSan, HWASan, UBSan, LSan; gcc's lib*san or clang's
+// libclang_rt.*) that the user preloads must stay first in LD_PRELOAD: ASan refuses to run
+// otherwise, and TSan has to see the program's first calls. Ours goes right after them.
+bool isSanitizerRuntime(const std::string& path)
+{
+    const size_t slash = path.rfind('/');
+    const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (base.rfind("libclang_rt.", 0) == 0)
+        return true;
+    for (const char* name : {"libasan.", "libtsan.", "libmsan.", "libhwasan.", "libubsan.", "liblsan."})
+        if (base.rfind(name, 0) == 0)
+            return true;
+    return false;
+}
+
+void addPreload(const std::string& lib)
+{
+    const char* old = std::getenv("LD_PRELOAD");
+    std::string first, rest = old ? old : "";
+    // The loader separates entries by colons or spaces.
+    while (!rest.empty()) {
+        const size_t end = rest.find_first_of(": ");
+        const std::string entry = rest.substr(0, end);
+        if (!entry.empty() && !isSanitizerRuntime(entry))
+            break;
+        if (!entry.empty())
+            first += entry + ':';
+        rest = end == std::string::npos ? "" : rest.substr(end + 1);
+    }
+    std::string value = first + lib;
+    if (!rest.empty())
+        value += ':' + rest;
+    setenv("LD_PRELOAD", value.c_str(), 1);
+}
+
 // SIGTERM and SIGHUP sent to us go on to the program. A SIGINT from the terminal already
 // reaches the whole process group; one sent with kill() to us alone is forwarded. The signals
 // are taken synchronously (blocked, then sigwaitinfo with SIGCHLD), not by a handler: nothing
@@ -152,7 +187,7 @@ int runCommand(const RunOptions& options)
         }
         setenv("CUDA_INJECTION64_PATH", absolute(lib).c_str(), 1);
     } else {
-        prependEnv("LD_PRELOAD", lib, ':');
+        addPreload(lib);
     }
     setenv("OOMSCOPE_OUTPUT_DIR", outputDir.c_str(), 1);
     const std::string python = dirName(dirName(lib)) + "/share/oomscope/python";
