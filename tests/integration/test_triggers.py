@@ -62,7 +62,18 @@ def test_sigterm_through_oomscope_run_is_forwarded(build, tmp_path):
     proc = start(build, ["wait"], tmp_path, via_cli=True)
     t.wait_for_line(proc, "ready")
     proc.send_signal(signal.SIGTERM)  # to the CLI, which passes it on
-    proc.wait(timeout=60)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        # Only under TSan: its runtime in the TSan-built program loses about one forwarded
+        # SIGTERM in 40 when the machine is loaded (docs/RELIABILITY.md: the CLI's kill()
+        # succeeded, the program's handler never ran, TSan held nothing pending; 0 lost in
+        # 400 runs of the plain build). The second one is handled.
+        from conftest import PRELOAD_FIRST
+        if "tsan" not in os.path.basename(PRELOAD_FIRST):
+            raise
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGTERM
     assert list(t.reports_in(str(tmp_path))) == ["signal"]
 
