@@ -7,7 +7,7 @@
 #   make gpu-test  tests/gpu/run_all.sh against an install in $(BUILD)/dist (needs a GPU)
 #   make bench     the CPU benchmarks (bench/run_cpu.sh; figures in docs/BENCHMARKS.md)
 #   make test-asan unit tests, fuzz corpora, the CLI on every fixture and the preload's integration tests under ASan + UBSan
-#   make test-tsan the unit tests (concurrent ring, live map, stack table, recorder) under TSan
+#   make test-tsan unit tests and the preload's integration tests (stress, fork, signals, flight recorder) under TSan
 #   make fuzz      libFuzzer on the report reader, check's options and flight files, FUZZ_SECONDS each (clang; corpora replayed in make test)
 
 BUILD   ?= build
@@ -63,8 +63,8 @@ gpu-test: build
 bench: build
 	bench/run_cpu.sh $(BUILD)
 
-# Sanitizer builds of their own (build-asan, build-tsan). Under TSan, the unit tests only: the
-# preload's integration tests are not run there yet.
+# Sanitizer builds of their own (build-asan, build-tsan), each with the unit tests and the
+# preload's integration tests.
 SAN_FLAGS_asan := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_FLAGS_tsan := -fsanitize=thread -fno-omit-frame-pointer
 
@@ -78,7 +78,7 @@ test-asan: deps
 	  "-DCMAKE_C_FLAGS=$(SAN_FLAGS_asan)" "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_asan)" \
 	  "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_asan)" "-DCMAKE_SHARED_LINKER_FLAGS=$(SAN_FLAGS_asan)" >/dev/null
 	cmake --build $(BUILD)-asan -j $(JOBS)
-	OOMSCOPE_TEST_PRELOAD_FIRST=$(ASAN_RUNTIME) ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
+	OOMSCOPE_TEST_PRELOAD_FIRST=$(ASAN_RUNTIME) ASAN_OPTIONS=detect_leaks=0 \
 	  ctest --test-dir $(BUILD)-asan -L integration --output-on-failure
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/unit_tests
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay tests/fuzz/corpus tests/fixtures/v1
@@ -104,11 +104,18 @@ fuzz: deps
 	$(BUILD)-fuzz/bin/fuzz_check_args -max_total_time=$(FUZZ_SECONDS) $(BUILD)-fuzz/corpus-check-args tests/fuzz/corpus-check-args
 	$(BUILD)-fuzz/bin/fuzz_flight -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)-fuzz/corpus-flight tests/fuzz/corpus-flight
 
+# Under TSan as under ASan: the preload, the fake CUDA and the test programs are TSan builds and
+# the TSan runtime comes first in every LD_PRELOAD. A data race makes TSan end the process with
+# status 66 (halt_on_error), which every test's status check catches.
+TSAN_RUNTIME = $(shell $(CXX) -print-file-name=libtsan.so)
 test-tsan: deps
-	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOOMSCOPE_BUILD_CUDA_EXAMPLES=OFF \
-	  "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_tsan)" "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_tsan)" >/dev/null
-	cmake --build $(BUILD)-tsan -j $(JOBS) --target unit_tests
+	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOOMSCOPE_BUILD_CUDA_EXAMPLES=OFF \
+	  "-DCMAKE_C_FLAGS=$(SAN_FLAGS_tsan)" "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS_tsan)" \
+	  "-DCMAKE_EXE_LINKER_FLAGS=$(SAN_FLAGS_tsan)" "-DCMAKE_SHARED_LINKER_FLAGS=$(SAN_FLAGS_tsan)" >/dev/null
+	cmake --build $(BUILD)-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/bin/unit_tests
+	OOMSCOPE_TEST_PRELOAD_FIRST=$(TSAN_RUNTIME) TSAN_OPTIONS=halt_on_error=1 \
+	  ctest --test-dir $(BUILD)-tsan -L integration --output-on-failure
 	@echo "make test-tsan: clean"
 
 clean:
