@@ -19,6 +19,9 @@ namespace {
 
 constexpr size_t kJournalBytes = size_t(16) << 20;
 constexpr size_t kLiveArenaBytes = size_t(32) << 20;
+// 64 Ki physical allocations (3.5 MiB): PyTorch's expandable segments map 20 MiB pages, so
+// 1.3 TB of them; XLA makes a few large ones.
+constexpr size_t kVmmEntries = size_t(64) << 10;
 constexpr size_t kPage = 4096;
 
 std::atomic<FlightFile*> g_active{nullptr};
@@ -62,7 +65,8 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
         const size_t ringOffset = flight::kHeaderBytes;
         const size_t journalOffset = roundUp(ringOffset + ringBytes, kPage);
         const size_t liveOffset = journalOffset + kJournalBytes;
-        f->m_bytes = liveOffset + kLiveArenaBytes;
+        const size_t vmmOffset = liveOffset + kLiveArenaBytes;
+        f->m_bytes = roundUp(vmmOffset + kVmmEntries * sizeof(flight::VmmEntry), kPage);
         // A file-size limit below the file: fallocate would raise SIGXFSZ, which kills.
         rlimit limit{};
         if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < f->m_bytes) {
@@ -113,6 +117,8 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
         h->journalBytes = kJournalBytes;
         h->liveOffset = liveOffset;
         h->liveBytes = kLiveArenaBytes;
+        h->vmmOffset = vmmOffset;
+        h->vmmCapacity = kVmmEntries;
         copyText(h->hostname, sizeof(h->hostname), process.hostname);
         copyText(h->cwd, sizeof(h->cwd), process.cwd);
         size_t at = 0;
@@ -136,6 +142,11 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
     }
     g_active.store(f, std::memory_order_release);
     return f;
+}
+
+flight::VmmEntry* FlightFile::vmmEntries() const noexcept
+{
+    return reinterpret_cast<flight::VmmEntry*>(m_base + m_header->vmmOffset);
 }
 
 void* FlightFile::allocLive(size_t bytes) noexcept
@@ -381,6 +392,24 @@ bool readFlightImage(const unsigned char* data, size_t bytes, FlightImage* image
             std::memcpy(&a, data + shard.offset + i * sizeof(LiveAllocation), sizeof(a));
             if (a.address != 0)
                 image->live.push_back(a);
+        }
+    }
+
+    // The VMM table's region (files made before it have none: offset 0).
+    if (h.vmmOffset != 0) {
+        if (h.vmmCapacity > (uint64_t(1) << 32) || !inside(bytes, h.vmmOffset, h.vmmCapacity * sizeof(flight::VmmEntry))) {
+            *error = "flight-recorder file is truncated or damaged (regions outside the file)";
+            return false;
+        }
+        image->vmmRegion = true;
+        image->vmmNotKept = h.vmmFull;
+        for (uint64_t i = 0; i < h.vmmCapacity; ++i) {
+            flight::VmmEntry e;
+            std::memcpy(&e, data + h.vmmOffset + i * sizeof(e), sizeof(e));
+            if (e.state == flight::kVmmLive && e.allocation.size != 0) {
+                image->live.push_back(e.allocation);
+                ++image->liveVmm;
+            }
         }
     }
 

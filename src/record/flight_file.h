@@ -69,8 +69,24 @@ struct Header {
     char hostname[64];
     char cwd[512];
     char cmdline[2048];  // arguments separated by NUL, cut at the size
+    // Added after the first files: zero in those (no VMM region), ignored by readers before it.
+    uint64_t vmmOffset;    // the VMM table: vmmCapacity VmmEntry slots
+    uint64_t vmmCapacity;
+    uint64_t vmmFull;      // physical allocations the region could not hold
 };
 static_assert(sizeof(Header) <= kHeaderBytes);
+static_assert(offsetof(Header, vmmOffset) == 3792, "tests/fuzz/make_flight_seeds.py writes the header by offsets");
+
+// A live CUDA VMM physical allocation (cuMemCreate until the later of cuMemRelease and its last
+// unmap), kept in place in the file by the VMM table. `state` is written last when a slot is
+// filled (kVmmLive) and first when it is emptied (0).
+inline constexpr uint64_t kVmmLive = 0x4c4956454d4d56ull;  // a marker, not a stray small value
+struct VmmEntry {
+    uint64_t state;
+    uint64_t handle;
+    LiveAllocation allocation;  // address: the first range mapped to it (0 while unmapped)
+};
+static_assert(sizeof(VmmEntry) == 56);
 static_assert(sizeof(Event) + 8 <= kSlotBytes);
 static_assert(sizeof(LiveAllocation) == 40, "live entries are written to the file as they are");
 
@@ -87,6 +103,11 @@ public:
     void* ringMemory() const noexcept { return m_base + m_header->ringOffset; }
     size_t ringCapacity() const noexcept { return m_header->ringCapacity; }
     const std::string& path() const { return m_path; }
+
+    // The VMM table's region: vmmCapacity() entries, zeroed; vmmFull() counts what did not fit.
+    flight::VmmEntry* vmmEntries() const noexcept;
+    size_t vmmCapacity() const noexcept { return m_header->vmmCapacity; }
+    uint64_t* vmmFull() const noexcept { return &m_header->vmmFull; }
 
     // Live-map tables: bytes from the arena (zeroed), or nullptr when it is spent.
     void* allocLive(size_t bytes) noexcept;
@@ -134,7 +155,10 @@ struct FlightImage {
     flight::Header header{};
     std::vector<Event> events;       // stable slots, oldest first
     uint64_t pushedAtLeast = 0;      // the highest slot index seen + 1
-    std::vector<LiveAllocation> live;
+    std::vector<LiveAllocation> live;  // the live map's entries, then the live VMM allocations
+    size_t liveVmm = 0;                // of which VMM (at the end)
+    uint64_t vmmNotKept = 0;           // VMM allocations the file's region could not hold
+    bool vmmRegion = false;            // the file has one (files before it do not)
     size_t shardsInMemoryOnly = 0;   // live tables the arena could not hold: not in the file
     std::vector<std::pair<uint16_t, std::string>> apiNames;
     std::vector<std::pair<uint32_t, std::vector<uint64_t>>> stacks;

@@ -87,6 +87,8 @@ Recorder::Recorder(FlightFile* flight)
 {
     m_live.setFlight(flight);
     m_stacks.setFlight(flight);
+    if (flight)
+        m_vmm.setFlight(flight->vmmEntries(), flight->vmmCapacity(), flight->vmmFull());
     m_id = g_nextRecorderId.fetch_add(1, std::memory_order_relaxed);
     m_apiNames[0].store("unknown", std::memory_order_relaxed);
 }

@@ -206,6 +206,12 @@ bool recoverReport(const std::string& flightPath, report::Report* out, std::stri
     if (image.shardsInMemoryOnly > 0)
         r.capture.notes.push_back(std::to_string(image.shardsInMemoryOnly) +
                                   " live-map tables outgrew the file's arena: their allocations are missing");
+    if (!image.vmmRegion)
+        r.capture.notes.push_back("the file has no VMM table (an older oomscope made it): allocations by cuMemCreate "
+                                  "(PyTorch's expandable segments, XLA) are missing");
+    if (image.vmmNotKept > 0)
+        r.capture.notes.push_back(std::to_string(image.vmmNotKept) +
+                                  " VMM allocations did not fit the file's table: they are missing");
     if (missingStacks > 0)
         r.capture.notes.push_back(std::to_string(missingStacks) + " stacks are not in the file's journal");
     if (h.journalFull > 0)

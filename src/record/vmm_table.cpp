@@ -2,11 +2,75 @@
 
 namespace oomscope::record {
 
+void VmmTable::setFlight(flight::VmmEntry* entries, size_t capacity, uint64_t* full) noexcept
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_fileEntries = entries;
+    m_fileCapacity = entries ? capacity : 0;
+    m_fileFull = full;
+}
+
+void VmmTable::fileFill(Handle& h)
+{
+    if (!m_fileEntries)
+        return;
+    if (h.fileSlot < 0) {
+        if (!m_fileFree.empty()) {
+            h.fileSlot = int64_t(m_fileFree.back());
+            m_fileFree.pop_back();
+        } else if (m_fileNext < m_fileCapacity) {
+            h.fileSlot = int64_t(m_fileNext++);
+        } else {
+            if (m_fileFull)
+                __atomic_fetch_add(m_fileFull, 1, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+    flight::VmmEntry& e = m_fileEntries[h.fileSlot];
+    __atomic_store_n(&e.state, uint64_t(0), __ATOMIC_RELEASE);
+    e.handle = h.allocation.address;
+    e.allocation = h.allocation;
+    e.allocation.address = h.firstMapped;
+    // Whole before it counts: a reader (the file after a kill) takes only live-marked slots.
+    __atomic_store_n(&e.state, flight::kVmmLive, __ATOMIC_RELEASE);
+}
+
+void VmmTable::fileUpdate(const Handle& h)
+{
+    if (!m_fileEntries || h.fileSlot < 0)
+        return;
+    flight::VmmEntry& e = m_fileEntries[h.fileSlot];
+    __atomic_store_n(&e.allocation.address, h.firstMapped, __ATOMIC_RELAXED);
+    __atomic_store_n(&e.allocation.stack, h.allocation.stack, __ATOMIC_RELAXED);
+}
+
+void VmmTable::fileEmpty(Handle& h)
+{
+    if (!m_fileEntries || h.fileSlot < 0)
+        return;
+    __atomic_store_n(&m_fileEntries[h.fileSlot].state, uint64_t(0), __ATOMIC_RELEASE);
+    const size_t slot = size_t(h.fileSlot);
+    h.fileSlot = -1;
+    m_fileFree.push_back(slot);  // may throw: the slot is then never reused, nothing else
+}
+
+uint64_t VmmTable::lowestMapping(uint64_t handle) const
+{
+    uint64_t lowest = 0;
+    for (const auto& [address, mapping] : m_mappings)
+        if (mapping.handle == handle && (lowest == 0 || address < lowest))
+            lowest = address;
+    return lowest;
+}
+
 bool VmmTable::create(const LiveAllocation& handle)
 {
     std::lock_guard<std::mutex> lock(m_mutex);
-    auto [it, inserted] = m_handles.insert_or_assign(handle.address, Handle{handle, false, 0});
-    (void)it;
+    auto found = m_handles.find(handle.address);
+    const bool inserted = found == m_handles.end();
+    Handle entry{handle, false, 0, inserted ? -1 : found->second.fileSlot, 0};
+    Handle& h = inserted ? m_handles.emplace(handle.address, entry).first->second : (found->second = entry);
+    fileFill(h);
     return inserted;
 }
 
@@ -15,6 +79,7 @@ std::optional<LiveAllocation> VmmTable::endIfDone(std::unordered_map<uint64_t, H
     if (!it->second.released || it->second.mappings > 0)
         return std::nullopt;
     const LiveAllocation ended = it->second.allocation;
+    fileEmpty(it->second);
     m_handles.erase(it);
     return ended;
 }
@@ -37,6 +102,10 @@ bool VmmTable::map(uint64_t address, uint64_t size, uint64_t handle)
         return false;
     ++it->second.mappings;
     m_mappings[address] = Mapping{address, size, handle, it->second.allocation.device};
+    if (it->second.firstMapped == 0 || address < it->second.firstMapped) {
+        it->second.firstMapped = address;
+        fileUpdate(it->second);
+    }
     return true;
 }
 
@@ -55,6 +124,10 @@ std::optional<LiveAllocation> VmmTable::unmap(uint64_t address, uint64_t* handle
         return std::nullopt;
     if (it->second.mappings > 0)
         --it->second.mappings;
+    if (it->second.firstMapped == address) {
+        it->second.firstMapped = it->second.mappings > 0 ? lowestMapping(handle) : 0;
+        fileUpdate(it->second);
+    }
     return endIfDone(it);
 }
 
@@ -108,6 +181,7 @@ bool VmmTable::setStackAt(uint64_t address, uint32_t stack)
     if (it == m_handles.end())
         return false;
     it->second.allocation.stack = stack;
+    fileUpdate(it->second);
     return true;
 }
 

@@ -6,6 +6,7 @@
 // map 20 MiB pages), not the per-tensor path.
 #pragma once
 
+#include "record/flight_file.h"
 #include "record/live_map.h"
 
 #include <cstdint>
@@ -43,6 +44,11 @@ public:
     bool setStackAt(uint64_t address, uint32_t stack);
     size_t size() const;
 
+    // From now on the live physical allocations are also kept in place in the flight file's
+    // region of `capacity` entries (before the first create), so that a killed process leaves
+    // them; `full` counts those that did not fit.
+    void setFlight(flight::VmmEntry* entries, size_t capacity, uint64_t* full) noexcept;
+
     void lockForFork() { m_mutex.lock(); }
     void unlockAfterFork() { m_mutex.unlock(); }
 
@@ -51,12 +57,24 @@ private:
         LiveAllocation allocation;  // address field holds the handle value
         bool released = false;
         uint32_t mappings = 0;
+        int64_t fileSlot = -1;      // its entry in the flight file, -1 when none
+        uint64_t firstMapped = 0;   // the lowest address mapped to it, as written to the file
     };
     std::optional<LiveAllocation> endIfDone(std::unordered_map<uint64_t, Handle>::iterator it);
+    // The file's entry of a handle: filled, its address or stack changed, emptied.
+    void fileFill(Handle& h);
+    void fileUpdate(const Handle& h);
+    void fileEmpty(Handle& h);
+    uint64_t lowestMapping(uint64_t handle) const;
 
     mutable std::mutex m_mutex;
     std::unordered_map<uint64_t, Handle> m_handles;
     std::unordered_map<uint64_t, Mapping> m_mappings;  // by address
+    flight::VmmEntry* m_fileEntries = nullptr;
+    size_t m_fileCapacity = 0;
+    size_t m_fileNext = 0;               // slots below it have been used
+    std::vector<size_t> m_fileFree;      // emptied slots below m_fileNext
+    uint64_t* m_fileFull = nullptr;
 };
 
 } // namespace oomscope::record

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes small flight-recorder files into tests/fuzz/corpus-flight: seeds for the flight fuzz
-target, laid out as src/record/flight_file.h says (version 1). Run again after a layout change."""
+target, laid out as src/record/flight_file.h says (version 1; "vmm" with the VMM table added later). Run again after a layout change."""
 import os
 import struct
 
@@ -23,8 +23,12 @@ def record(kind, payload):
     return head + payload + b"\0" * (-len(payload) % 8)
 
 
-def build(journal_cut=False):
-    data = bytearray(SIZE)
+VMM, VMM_ENTRIES = SIZE, 4
+VMM_SIZE = SIZE + VMM_ENTRIES * 56
+
+
+def build(journal_cut=False, vmm=False):
+    data = bytearray(VMM_SIZE if vmm else SIZE)
     journal = (record(1, struct.pack("<I", 1) + b"cudaMalloc") + record(1, struct.pack("<I", 2) + b"cudaFree") +
                record(4, struct.pack("<3Q", 0x400000, 0x401000, 0) + b"/bin/true") +
                record(3, struct.pack("<I", 0) + b"train.py\0step\0__main__") +
@@ -47,12 +51,20 @@ def build(journal_cut=False):
         data[RING + s * 64 + 8:RING + s * 64 + 56] = event(t, addr, size, 1, kind, api)
     data[JOURNAL:JOURNAL + len(journal)] = journal
     struct.pack_into("<4QIHbB", data, LIVE + 5 * 40, 0x7000, 4096, 100, 0, 1, 1, 0, 0)
+    if vmm:
+        # The VMM table (files made before it have none): a live handle mapped at 0x9000000, one
+        # emptied slot, one half-made slot (no live mark).
+        struct.pack_into("<3Q", data, 3792, VMM, VMM_ENTRIES, 1)  # Header::vmmOffset, after cmdline
+        struct.pack_into("<6QIHbB", data, VMM, 0x4c4956454d4d56, 0x51, 0x9000000, 2 << 20, 150, 0, 1, 1, 0, 0)
+        struct.pack_into("<6QIHbB", data, VMM + 56, 0, 0x52, 0, 4 << 20, 160, 0, 1, 1, 0, 0)
+        struct.pack_into("<6QIHbB", data, VMM + 112, 0, 0x53, 0, 8 << 20, 170, 0, 1, 1, 0, 0)
     return bytes(data)
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    seeds = {"small": build(), "journal-cut": build(journal_cut=True), "truncated": build()[:6000]}
+    seeds = {"small": build(), "journal-cut": build(journal_cut=True), "truncated": build()[:6000],
+             "vmm": build(vmm=True), "vmm-truncated": build(vmm=True)[:VMM_SIZE - 60]}
     for name, data in seeds.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)
