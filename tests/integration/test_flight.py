@@ -154,3 +154,33 @@ def test_recover_refuses_what_is_not_a_flight_file(build, tmp_path):
     run = recover(build, cut)
     assert run.returncode == 2 and "truncated or damaged" in run.stderr, run.stderr
     assert not t.reports_in(str(tmp_path))
+
+
+def test_vmm_allocations_are_in_the_file(build, tmp_path):
+    # cuMemCreate'd memory (PyTorch's expandable segments, XLA) lives in the VMM table, which the
+    # file keeps in place too: mapped, released while mapped, never mapped, and a slot that an
+    # ended handle left and a later one took. The recovered report holds what a report taken
+    # just before the kill did.
+    proc = start(build, ["hold"], tmp_path, program="vmm_sequences", OOMSCOPE_EXIT_REPORT="0")
+    held = None
+    for line in proc.stdout:
+        if line.startswith("checkpoint held "):
+            held = line.split()[-1]
+        if line.strip() == "ready":
+            break
+    assert held and os.path.exists(held), proc.stderr.read() if proc.poll() is not None else held
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    before = t.load(held)
+    os.remove(held)
+    rep = recovered(build, tmp_path)
+    mib = 1 << 20
+    device = [row for row in rep["memory"] if row["device"] == 0]
+    assert len(device) == 1 and device[0]["tracked_bytes"] == 20 * mib, rep["memory"]
+    assert device[0]["tracked_bytes"] == [r for r in before["memory"] if r["device"] == 0][0]["tracked_bytes"]
+    assert rep["capture"]["live_allocations"] == 4
+    assert sorted(s["bytes"] for s in rep["sites"]) == sorted(s["bytes"] for s in before["sites"])
+    assert not any("VMM" in note for note in rep["capture"]["notes"]), rep["capture"]["notes"]
+    stacks = {s["id"]: s for s in rep["stacks"]}
+    symbols = {f.get("symbol", "") for site in rep["sites"] for f in stacks[site["stack"]]["frames"]}
+    assert any("create(" in name for name in symbols), symbols

@@ -3,6 +3,8 @@
 // not an OOM) and a create larger than the device (an OOM).
 #include "driver_common.h"
 
+#include <unistd.h>
+
 namespace {
 
 DriverApi api;
@@ -41,12 +43,38 @@ void map(CUdeviceptr va, size_t granules, CUmemGenericAllocationHandle h)
         std::exit(6);
 }
 
+// "hold": physical allocations in each live state (mapped; released while mapped; never
+// mapped; one that ended and whose place a later one takes), a report, then a wait for SIGKILL.
+// Live: 4 + 2 + 1 + 3 granules = 20 MiB in 4 handles.
+int hold()
+{
+    CUdeviceptr va = reserve(16);
+    CUmemGenericAllocationHandle a = create(4);
+    map(va, 4, a);
+    CUmemGenericAllocationHandle b = create(2);
+    map(va + 4 * kGranule, 2, b);
+    api.memRelease(b);
+    create(1);
+    CUmemGenericAllocationHandle d = create(1);
+    map(va + 6 * kGranule, 1, d);
+    api.memUnmap(va + 6 * kGranule, kGranule);
+    api.memRelease(d);
+    CUmemGenericAllocationHandle e = create(3);
+    map(va + 8 * kGranule, 3, e);
+    checkpoint("held");
+    std::printf("ready\n");
+    for (;;)
+        pause();
+}
+
 } // namespace
 
-int main()
+int main(int argc, char** argv)
 {
     setvbuf(stdout, nullptr, _IOLBF, 0);
     api.load();
+    if (argc > 1 && std::strcmp(argv[1], "hold") == 0)
+        return hold();
     // A: create, map, unmap, release
     CUmemGenericAllocationHandle a = create(2);
     checkpoint("a1-created");
