@@ -703,17 +703,21 @@ def threads_of(root_pid):
     return "; ".join(lines[:40])
 
 
-def scenario_torch_killed(ctx):
+def scenario_torch_killed(ctx, expandable=False):
     """A PyTorch training run killed with SIGKILL mid-training leaves its flight-recorder file;
     `oomscope recover` turns it into a report whose live bytes are what the run held
-    (memory_reserved() at its last step)."""
-    out = ctx.dir("torch_killed")
+    (memory_reserved() at its last step). With expandable segments PyTorch's memory is CUDA VMM
+    (cuMemCreate + cuMemMap), kept in the file's VMM table."""
+    out = ctx.dir("torch_killed_expandable" if expandable else "torch_killed")
     facts_path = os.path.join(out, "facts.json")
     script = os.path.join(HERE, "scenarios", "torch_killed.py")
     log_path = os.path.join(out, "run.log")
+    env = dict(os.environ)
+    if expandable:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     with open(log_path, "w") as log:  # files, not pipes: nothing can block on a full pipe
         proc = subprocess.Popen([ctx.oomscope, "run", "-o", out, "--", sys.executable, script, facts_path],
-                                stdout=log, stderr=subprocess.STDOUT)
+                                stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 180
     while not os.path.exists(facts_path) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -746,6 +750,8 @@ def scenario_torch_killed(ctx):
     others = row["tracked_bytes"] - facts["reserved"]
     top, _ = program_line(rep, rep["sites"][0]["stack"])
     cap = rep["capture"]
+    missing = [n for n in cap["notes"] if "missing" in n]
+    check(not missing, f"the recovered report says memory is missing: {missing}")
     rendered = subprocess.run([ctx.oomscope, "report", rec.stdout.strip()], capture_output=True, text=True)
     check(rendered.returncode == 0, f"oomscope report on it: {rendered.stderr}")
     return (f"killed at step {facts['step']}; flight file {size / MiB:.0f} MiB; recovered in {took:.2f} s: live "
@@ -815,6 +821,7 @@ SCENARIOS = [
     ("cupti_profiler", scenario_cupti_profiler),
     ("cupti_inject_static", scenario_cupti_inject_static),
     ("torch_killed", scenario_torch_killed),
+    ("torch_killed_expandable", lambda ctx: scenario_torch_killed(ctx, expandable=True)),
     ("torch_ranks", scenario_torch_ranks),
     ("cupti_coverage", scenario_cupti_coverage),
 ]
