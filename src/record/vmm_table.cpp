@@ -134,18 +134,11 @@ std::optional<LiveAllocation> VmmTable::unmap(uint64_t address, uint64_t* handle
 std::vector<LiveAllocation> VmmTable::snapshot() const
 {
     std::lock_guard<std::mutex> lock(m_mutex);
-    std::unordered_map<uint64_t, uint64_t> firstMapping;
-    for (const auto& [address, mapping] : m_mappings) {
-        auto [it, inserted] = firstMapping.emplace(mapping.handle, address);
-        if (!inserted && address < it->second)
-            it->second = address;
-    }
     std::vector<LiveAllocation> out;
     out.reserve(m_handles.size());
     for (const auto& [handle, h] : m_handles) {
         LiveAllocation a = h.allocation;
-        auto it = firstMapping.find(handle);
-        a.address = it == firstMapping.end() ? 0 : it->second;
+        a.address = h.firstMapped;
         out.push_back(a);
     }
     return out;

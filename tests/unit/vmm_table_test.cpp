@@ -63,6 +63,8 @@ TEST_CASE("the flight file's VMM entries follow the table: created, mapped, rele
     REQUIRE(table.map(0x9000000, 2 << 20, 0x10));
     REQUIRE(table.map(0x7000000, 2 << 20, 0x10));
     REQUIRE(find(liveIn(region), 0x10)->allocation.address == 0x7000000);
+    for (const LiveAllocation& a : table.snapshot())  // the report's view: the same address
+        REQUIRE(a.address == (a.size == (4u << 20) ? 0x7000000u : 0u));
     REQUIRE(table.setStackAt(0x9000000, 42));
     REQUIRE(find(liveIn(region), 0x10)->allocation.stack == 42);
     REQUIRE(!table.unmap(0x7000000).has_value());
