@@ -4,7 +4,7 @@
 // functions at 100 depths), so symbolization is part of the figure.
 //
 //   OOMSCOPE_OUTPUT_DIR=DIR bench_dump        (prints the path of the report it wrote)
-#include "record/recorder.h"
+#include "track/recorder.h"
 
 #include <chrono>
 #include <cstdio>
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-using namespace oomscope::record;
+using namespace oomscope::track;
 using oomscope::ApiId;
 using oomscope::StackId;
 

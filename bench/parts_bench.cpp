@@ -5,12 +5,12 @@
 // each ring size. Run on the machine whose hook figure is in question (bench/run_cpu.sh does).
 //
 //   bench_parts [pairs-per-round] [rounds]
-#include "record/event.h"
-#include "record/fast_clock.h"
-#include "record/live_map.h"
-#include "record/process_info.h"
-#include "record/recorder.h"
-#include "record/ring_buffer.h"
+#include "track/event.h"
+#include "track/fast_clock.h"
+#include "track/live_map.h"
+#include "track/process_info.h"
+#include "track/recorder.h"
+#include "track/ring_buffer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -23,7 +23,7 @@
 #include <vector>
 #include <x86intrin.h>
 
-using namespace oomscope::record;
+using namespace oomscope::track;
 using oomscope::ApiId;
 
 namespace {

@@ -3,7 +3,7 @@
 // hot path scales (no global lock), apart from any runtime's own locking.
 //
 //   bench_record [threads] [pairs-per-thread]
-#include "record/recorder.h"
+#include "track/recorder.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-using namespace oomscope::record;
+using namespace oomscope::track;
 using oomscope::ApiId;
 
 namespace {

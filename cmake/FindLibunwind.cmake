@@ -1,6 +1,6 @@
 # libunwind (nongnu) for local unwinding: the header, and the shared object libunwind.so.8
 # that the install tree bundles next to the preload (which dlopen()s it; see
-# src/record/backtrace.h for why it is never a DT_NEEDED).
+# src/track/backtrace.h for why it is never a DT_NEEDED).
 #   Libunwind_INCLUDE_DIR, Libunwind_SHARED_OBJECT (the real file, symlinks resolved)
 find_path(Libunwind_INCLUDE_DIR NAMES libunwind.h PATH_SUFFIXES ${CMAKE_LIBRARY_ARCHITECTURE})
 find_library(Libunwind_LIBRARY NAMES libunwind.so.8 unwind)

@@ -3,8 +3,8 @@
 #include "cupti/calls.h"
 #include "interpose/capture.h"
 #include "interpose/hooks.h"
-#include "record/config.h"
-#include "record/process_info.h"
+#include "track/config.h"
+#include "track/process_info.h"
 
 #include <cupti_result.h>
 
@@ -23,7 +23,7 @@ namespace oomscope::cupti {
 namespace {
 
 namespace oi = oomscope::interpose;
-using record::Recorder;
+using track::Recorder;
 
 // CUPTI of CUDA 12.0 (API version 18) has every callback id of calls.cpp.
 constexpr uint32_t kMinVersion = 18;
@@ -165,13 +165,13 @@ void recordCall(const Call& c)
         return;
     State& s = state();
     const CallSpec& spec = *c.spec;
-    record::AllocRecord a;
+    track::AllocRecord a;
     a.api = oi::apiOf(spec.hook);
     a.kind = spec.kind;
     a.device = c.device >= 0 ? c.device : oi::currentDevice(oi::Family::Driver);
     a.stream = c.stream;
     const bool ok = c.result == 0;
-    auto missed = [&](const record::AllocRecord& rec) {
+    auto missed = [&](const track::AllocRecord& rec) {
         s.missed.fetch_add(1, std::memory_order_relaxed);
         s.missedBytes.fetch_add(rec.size, std::memory_order_relaxed);
         const uint32_t i = s.missedNext.fetch_add(1, std::memory_order_relaxed);
@@ -181,7 +181,7 @@ void recordCall(const Call& c)
             slot.device = rec.device;
             slot.size = rec.size;
             slot.address = rec.address;
-            slot.timeNs = record::monotonicNs();
+            slot.timeNs = track::monotonicNs();
             slot.stack = rec.stack.value();
             slot.ready.store(true, std::memory_order_release);
         }
@@ -225,14 +225,14 @@ void recordCall(const Call& c)
         if (ok && c.address) {
             a.address = c.address;
             a.size = c.size;
-            r->recordTimelineOnly(record::EventKind::Marker, a);
+            r->recordTimelineOnly(track::EventKind::Marker, a);
         }
         return;
     case Op::PoolTrim:
         if (ok) {
             a.address = c.handle;
             a.size = c.size;
-            r->recordTimelineOnly(record::EventKind::PoolTrim, a);
+            r->recordTimelineOnly(track::EventKind::PoolTrim, a);
         }
         return;
     }
@@ -283,7 +283,7 @@ void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
     recordCall(call);
 }
 
-class Source final : public record::CaptureSource {
+class Source final : public track::CaptureSource {
 public:
     void describe(report::Capture& capture) override
     {
@@ -328,7 +328,7 @@ Source& source()
 // Called with the mutex held.
 void startLocked(State& s)
 {
-    const record::Config& config = record::Config::get();
+    const track::Config& config = track::Config::get();
     if (Recorder* r = oi::recorder())
         r->addCaptureSource(&source());
     if (config.cupti == "off") {
@@ -470,7 +470,7 @@ void programSubscribes() noexcept
     s.unsubscribe(s.subscriber);
     s.subscriber = nullptr;
     s.status = "yielded";
-    s.yieldedNs = record::monotonicNs();
+    s.yieldedNs = track::monotonicNs();
     s.note = "CUPTI: yielded the subscriber slot to the program's own profiler; the cross-check counts stop there";
 }
 

@@ -6,7 +6,7 @@ namespace oomscope::cupti {
 namespace {
 
 using interpose::HookId;
-using record::MemKind;
+using track::MemKind;
 
 constexpr CUpti_CallbackDomain kDriver = CUPTI_CB_DOMAIN_DRIVER_API;
 constexpr CUpti_CallbackDomain kRuntime = CUPTI_CB_DOMAIN_RUNTIME_API;

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "interpose/hooks.h"
-#include "record/event.h"
+#include "track/event.h"
 
 #include <cupti_callbacks.h>
 
@@ -21,7 +21,7 @@ struct CallSpec {
     CUpti_CallbackId cbid;
     interpose::HookId hook;  // the hook of the same function: its API name in reports
     Op op;
-    record::MemKind kind;
+    track::MemKind kind;
 };
 
 // Every callback we enable.

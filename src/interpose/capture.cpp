@@ -11,7 +11,7 @@ constexpr uint16_t kFirstApi = 1;
 
 // The interposer is a backend when the preload is in the global scope (LD_PRELOAD), not when
 // the library was only opened through CUDA_INJECTION64_PATH.
-class InterposeSource final : public record::CaptureSource {
+class InterposeSource final : public track::CaptureSource {
 public:
     void describe(report::Capture& capture) override
     {
@@ -23,7 +23,7 @@ public:
     }
 };
 
-void configure(record::Recorder& r)
+void configure(track::Recorder& r)
 {
     for (size_t i = 0; i < kHookCount; ++i)
         r.registerApi(kHooks[i].name);
@@ -34,13 +34,13 @@ void configure(record::Recorder& r)
 
 } // namespace
 
-record::Recorder* recorder() noexcept
+track::Recorder* recorder() noexcept
 {
-    if (record::Recorder* r = record::Recorder::get())
+    if (track::Recorder* r = track::Recorder::get())
         return r;
-    record::Recorder* r = nullptr;
+    track::Recorder* r = nullptr;
     try {
-        r = record::Recorder::start(configure);
+        r = track::Recorder::start(configure);
     } catch (...) {
         return nullptr;
     }
@@ -91,18 +91,18 @@ void notePool(const void* pool) noexcept
 {
     if (!enabled())
         return;
-    if (record::Recorder* r = recorder())
+    if (track::Recorder* r = recorder())
         r->notePool(toU64(pool));
 }
 
-void afterAlloc(HookId id, record::MemKind kind, int result, uint64_t address, uint64_t size, uint64_t requested,
+void afterAlloc(HookId id, track::MemKind kind, int result, uint64_t address, uint64_t size, uint64_t requested,
                 uint64_t stream) noexcept
 {
-    record::Recorder* r = recorder();
+    track::Recorder* r = recorder();
     if (!r)
         return;
     const Family family = kHooks[size_t(id)].family;
-    record::AllocRecord alloc;
+    track::AllocRecord alloc;
     alloc.api = apiOf(id);
     alloc.kind = kind;
     alloc.device = currentDevice(family);
@@ -120,7 +120,7 @@ void afterAlloc(HookId id, record::MemKind kind, int result, uint64_t address, u
 
 void beforeFree(HookId id, uint64_t address, uint64_t stream) noexcept
 {
-    if (record::Recorder* r = recorder())
+    if (track::Recorder* r = recorder())
         r->recordFree(apiOf(id), address, stream);
 }
 

@@ -3,12 +3,12 @@
 #pragma once
 
 #include "interpose/hooks.h"
-#include "record/recorder.h"
+#include "track/recorder.h"
 
 namespace oomscope::interpose {
 
 // The recorder, started on first use. Null only when it cannot be built (out of memory).
-record::Recorder* recorder() noexcept;
+track::Recorder* recorder() noexcept;
 
 ApiId apiOf(HookId id) noexcept;
 Family familyOfApi(ApiId api) noexcept;

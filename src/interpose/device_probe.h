@@ -4,11 +4,11 @@
 // Dump time only; any thread.
 #pragma once
 
-#include "record/recorder.h"
+#include "track/recorder.h"
 
 namespace oomscope::interpose {
 
-class DriverDeviceProbe : public record::DeviceProbe {
+class DriverDeviceProbe : public track::DeviceProbe {
 public:
     static DriverDeviceProbe& instance();
     std::vector<report::Device> probeDevices() override;

@@ -1,6 +1,6 @@
 // Wrappers of the CUDA driver's allocation functions (libcuda.so.1), reached as exported
 // symbols or, far more often, through the entry-point doors (entry_points.cpp). One line each,
-// but for VMM, whose accounting lives in record/vmm_table.
+// but for VMM, whose accounting lives in track/vmm_table.
 #include "interpose/capture.h"
 #include "interpose/hooks.h"
 
@@ -8,7 +8,7 @@ using oomscope::interpose::allocHook;
 using oomscope::interpose::freeHook;
 using oomscope::interpose::HookId;
 using oomscope::interpose::toU64;
-using oomscope::record::MemKind;
+using oomscope::track::MemKind;
 
 namespace oi = oomscope::interpose;
 
@@ -31,10 +31,10 @@ inline uint64_t streamId(CUstream stream)
 
 
 // An event for the timeline only: address-space reservations, pool trims.
-void timelineOnly(oomscope::record::Recorder* r, oomscope::record::EventKind kind, HookId id, uint64_t address,
+void timelineOnly(oomscope::track::Recorder* r, oomscope::track::EventKind kind, HookId id, uint64_t address,
                   uint64_t size)
 {
-    oomscope::record::AllocRecord rec;
+    oomscope::track::AllocRecord rec;
     rec.api = oi::apiOf(id);
     rec.address = address;
     rec.size = size;
@@ -43,7 +43,7 @@ void timelineOnly(oomscope::record::Recorder* r, oomscope::record::EventKind kin
 }
 
 // The hook is outermost and recording: the recorder, else null.
-oomscope::record::Recorder* recordingRecorder(const oi::HookScope& scope)
+oomscope::track::Recorder* recordingRecorder(const oi::HookScope& scope)
 {
     return scope.recording() ? oi::recorder() : nullptr;
 }
@@ -140,7 +140,7 @@ OOMSCOPE_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKee
     oi::HookScope scope;
     const CUresult rc = real(pool, minBytesToKeep);
     if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS)
-        timelineOnly(r, oomscope::record::EventKind::PoolTrim, HookId::cuMemPoolTrimTo, toU64(pool), minBytesToKeep);
+        timelineOnly(r, oomscope::track::EventKind::PoolTrim, HookId::cuMemPoolTrimTo, toU64(pool), minBytesToKeep);
     return rc;
 }
 
@@ -155,7 +155,7 @@ OOMSCOPE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
     oi::HookScope scope;
     const CUresult rc = real(handle, size, prop, flags);
     if (auto* r = recordingRecorder(scope)) {
-        oomscope::record::AllocRecord rec;
+        oomscope::track::AllocRecord rec;
         rec.api = oi::apiOf(HookId::cuMemCreate);
         rec.kind = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? MemKind::Device : MemKind::HostPinned;
         rec.device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
@@ -219,7 +219,7 @@ OOMSCOPE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size
     const CUresult rc = real(ptr, size, alignment, addr, flags);
     // Address space is not memory: a timeline marker, nothing live.
     if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS && ptr)
-        timelineOnly(r, oomscope::record::EventKind::Marker, HookId::cuMemAddressReserve, uint64_t(*ptr), size);
+        timelineOnly(r, oomscope::track::EventKind::Marker, HookId::cuMemAddressReserve, uint64_t(*ptr), size);
     return rc;
 }
 
@@ -230,7 +230,7 @@ OOMSCOPE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
         return oi::unresolvedResult<CUresult>();
     oi::HookScope scope;
     if (auto* r = recordingRecorder(scope))
-        timelineOnly(r, oomscope::record::EventKind::Marker, HookId::cuMemAddressFree, uint64_t(ptr), size);
+        timelineOnly(r, oomscope::track::EventKind::Marker, HookId::cuMemAddressFree, uint64_t(ptr), size);
     return real(ptr, size);
 }
 

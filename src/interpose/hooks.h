@@ -1,14 +1,14 @@
 // Machinery shared by every wrapper: the HookId enum generated from hooked_functions.def, the
 // typed pointers to the real functions, the reentrancy guard and the two recording helpers.
-// Wrappers are one line each; everything clever lives in src/record.
+// Wrappers are one line each; everything clever lives in src/track.
 //
 // Threading: any thread. The hot path takes no lock (the recorder's shards aside) and never
 // throws; the guard makes a wrapper reached from inside another wrapper (cudaMalloc →
 // cuMemAlloc_v2) a pass-through, so each user call is recorded once, under the outermost name.
 #pragma once
 
-#include "record/event.h"
-#include "record/ids.h"
+#include "track/event.h"
+#include "track/ids.h"
 
 #include "interpose/cuda_extra.h"
 #include <dlfcn.h>
@@ -121,7 +121,7 @@ private:
 };
 
 // The recording helpers, called after the real allocation returns and before the real free.
-void afterAlloc(HookId id, record::MemKind kind, int result, uint64_t address, uint64_t size, uint64_t requested,
+void afterAlloc(HookId id, track::MemKind kind, int result, uint64_t address, uint64_t size, uint64_t requested,
                 uint64_t stream) noexcept;
 void beforeFree(HookId id, uint64_t address, uint64_t stream) noexcept;
 
@@ -133,7 +133,7 @@ constexpr R unresolvedResult()
 }
 
 template <HookId H, class OutFn, class... Args>
-inline auto allocHook(record::MemKind kind, uint64_t requested, uint64_t stream, OutFn&& out, Args... args)
+inline auto allocHook(track::MemKind kind, uint64_t requested, uint64_t stream, OutFn&& out, Args... args)
 {
     const auto real = realFn<H>();
     using R = decltype(real(args...));

@@ -6,7 +6,7 @@
 // (dlopen(RTLD_NOLOAD) never loads anything), then to any loaded object of that family.
 #include "interpose/hooks.h"
 
-#include "record/config.h"
+#include "track/config.h"
 
 #include <cstring>
 #include <dlfcn.h>
@@ -147,7 +147,7 @@ DlsymFn loaderDlsym() noexcept
 
 bool readMode() noexcept
 {
-    const bool disabled = record::Config::get().disabled;
+    const bool disabled = track::Config::get().disabled;
     g_mode.store(disabled ? 2 : 1, std::memory_order_relaxed);
     return !disabled;
 }

@@ -8,7 +8,7 @@ using oomscope::interpose::freeHook;
 using oomscope::interpose::HookId;
 using oomscope::interpose::notePool;
 using oomscope::interpose::toU64;
-using oomscope::record::MemKind;
+using oomscope::track::MemKind;
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Fuzz target: `oomscope check`'s option strings. The input is split at newlines into --fail-on,
 // --max-peak, --max-fragmentation, --max-growth and whether --baseline was given (a fifth
 // line "1"). Whatever the strings: either options that hold together, or one error line.
-#include "report/check.h"
+#include "report/analysis/check.h"
 
 #include <cstddef>
 #include <cstdint>

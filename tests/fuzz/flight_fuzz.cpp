@@ -1,6 +1,6 @@
 // Fuzz target: a flight-recorder file as `oomscope recover` reads it. Whatever the bytes, the
 // reader gives an image or one error line, and an image's counts stay within the file.
-#include "record/flight_file.h"
+#include "track/flight_file.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
-    using namespace oomscope::record;
+    using namespace oomscope::track;
     FlightImage image;
     std::string error;
     if (!readFlightImage(data, size, &image, &error)) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes small flight-recorder files into tests/fuzz/corpus-flight: seeds for the flight fuzz
-target, laid out as src/record/flight_file.h says (version 1; "vmm" with the VMM table added later). Run again after a layout change."""
+target, laid out as src/track/flight_file.h says (version 1; "vmm" with the VMM table added later). Run again after a layout change."""
 import os
 import struct
 

@@ -4,10 +4,10 @@
 // the renderer. Nothing may crash, hang or fail a sanitizer. Built with libFuzzer by
 // `make fuzz`; the corpus (tests/fuzz/corpus and the v1 fixtures) is replayed by `make test`
 // through replay_main.cpp.
-#include "report/check.h"
-#include "report/diagnosis.h"
+#include "report/analysis/check.h"
+#include "report/analysis/diagnosis.h"
 #include "report/json_reader.h"
-#include "report/leaks.h"
+#include "report/analysis/leaks.h"
 #include "report/render/table.h"
 
 #include <cstddef>

@@ -39,7 +39,7 @@ def test_a_process_without_cuda_gets_no_file_and_no_thread(build, tmp_path):
 def test_exports_are_exactly_the_hooks_and_the_c_api(build):
     with open(os.path.join(build.source, "src", "interpose", "hooked_functions.def")) as f:
         hooks = set(re.findall(r"^OOMSCOPE_HOOK\(\w+,\s*(\w+)\)", f.read(), re.M))
-    with open(os.path.join(build.source, "src", "interpose", "include", "oomscope", "oomscope.h")) as f:
+    with open(os.path.join(build.source, "src", "preload", "include", "oomscope", "oomscope.h")) as f:
         api = set(re.findall(r"\b(oomscope_\w+)\(", f.read()))
     assert "cudaMalloc" in hooks and "oomscope_dump" in api
     nm = subprocess.run(["nm", "-D", "--defined-only", build.preload], capture_output=True, text=True, check=True)

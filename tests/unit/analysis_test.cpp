@@ -1,4 +1,4 @@
-#include "report/analysis.h"
+#include "report/analysis/analysis.h"
 #include "sample_report.h"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 // Golden tests for `oomscope check` and `oomscope diff` output on v1 fixtures (the CLI prints
 // exactly these), and unit tests of the check rules on hand-built reports.
-#include "report/check.h"
+#include "report/analysis/check.h"
 #include "report/json_reader.h"
 #include "report/render/check.h"
 

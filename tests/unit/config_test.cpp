@@ -1,8 +1,8 @@
-#include "record/config.h"
+#include "track/config.h"
 
 #include <catch2/catch.hpp>
 
-using oomscope::record::parseSize;
+using oomscope::track::parseSize;
 
 TEST_CASE("sizes with binary units", "[config]")
 {

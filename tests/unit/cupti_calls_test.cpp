@@ -8,7 +8,7 @@
 
 using namespace oomscope::cupti;
 using oomscope::interpose::HookId;
-using oomscope::record::MemKind;
+using oomscope::track::MemKind;
 
 namespace {
 

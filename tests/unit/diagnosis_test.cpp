@@ -1,8 +1,8 @@
 // Metrics, leak patterns and the playbook's rules on hand-built reports: each rule is shown
 // firing and not firing.
-#include "report/analysis.h"
-#include "report/diagnosis.h"
-#include "report/leaks.h"
+#include "report/analysis/analysis.h"
+#include "report/analysis/diagnosis.h"
+#include "report/analysis/leaks.h"
 
 #include <catch2/catch.hpp>
 

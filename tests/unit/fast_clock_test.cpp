@@ -1,12 +1,12 @@
 // The event clock: CLOCK_MONOTONIC nanoseconds from the time-stamp counter once calibrated.
-#include "record/fast_clock.h"
-#include "record/process_info.h"
+#include "track/fast_clock.h"
+#include "track/process_info.h"
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 
-using namespace oomscope::record;
+using namespace oomscope::track;
 
 TEST_CASE("the event clock follows CLOCK_MONOTONIC and never goes backwards")
 {

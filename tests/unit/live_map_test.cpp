@@ -1,4 +1,4 @@
-#include "record/live_map.h"
+#include "track/live_map.h"
 
 #include <catch2/catch.hpp>
 
@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-using oomscope::record::LiveAllocation;
-using oomscope::record::LiveMap;
+using oomscope::track::LiveAllocation;
+using oomscope::track::LiveMap;
 
 namespace {
 LiveAllocation entry(uint64_t address, uint64_t size)

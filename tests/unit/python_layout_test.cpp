@@ -1,4 +1,4 @@
-#include "record/python_layout.h"
+#include "track/python_layout.h"
 
 #include <catch2/catch.hpp>
 
@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 #include <vector>
 
-namespace pl = oomscope::record::pylayout;
+namespace pl = oomscope::track::pylayout;
 
 TEST_CASE("CPython's location table gives the line of each instruction", "[python]")
 {

@@ -1,4 +1,4 @@
-#include "record/ring_buffer.h"
+#include "track/ring_buffer.h"
 
 #include <catch2/catch.hpp>
 
@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-using oomscope::record::Event;
-using oomscope::record::RingBuffer;
+using oomscope::track::Event;
+using oomscope::track::RingBuffer;
 
 namespace {
 Event makeEvent(uint32_t thread, uint64_t seq)

@@ -1,9 +1,9 @@
-#include "record/source_attribution.h"
+#include "interpret/attribution.h"
 
 #include <catch2/catch.hpp>
 
-using oomscope::record::classifySource;
-using oomscope::record::isCudaModule;
+using oomscope::track::classifySource;
+using oomscope::track::isCudaModule;
 
 TEST_CASE("sources by library name, whatever the folder", "[attribution]")
 {

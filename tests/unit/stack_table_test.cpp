@@ -1,4 +1,4 @@
-#include "record/stack_table.h"
+#include "track/stack_table.h"
 
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 using oomscope::StackId;
-using oomscope::record::StackTable;
+using oomscope::track::StackTable;
 
 TEST_CASE("stack table deduplicates identical stacks", "[stacks]")
 {

@@ -1,6 +1,6 @@
 // The VMM table's copy in the flight-recorder file: what a killed process leaves must be the
 // live physical allocations, each with its lowest mapped address and stack.
-#include "record/vmm_table.h"
+#include "track/vmm_table.h"
 
 #include <catch2/catch.hpp>
 
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-using oomscope::record::LiveAllocation;
-using oomscope::record::VmmTable;
-namespace flight = oomscope::record::flight;
+using oomscope::track::LiveAllocation;
+using oomscope::track::VmmTable;
+namespace flight = oomscope::track::flight;
 
 namespace {
 
@@ -111,13 +111,13 @@ TEST_CASE("the flight file's VMM slots are reused, and what does not fit is coun
 
 TEST_CASE("a flight file's VMM table is read back; files without one still read", "[vmm]")
 {
-    const auto read = [](const char* name, oomscope::record::FlightImage* image, std::string* error) {
+    const auto read = [](const char* name, oomscope::track::FlightImage* image, std::string* error) {
         std::ifstream in(std::string(OOMSCOPE_FIXTURES) + "/../fuzz/corpus-flight/" + name, std::ios::binary);
         REQUIRE(in);
         const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        return oomscope::record::readFlightImage(bytes.data(), bytes.size(), image, error);
+        return oomscope::track::readFlightImage(bytes.data(), bytes.size(), image, error);
     };
-    oomscope::record::FlightImage image;
+    oomscope::track::FlightImage image;
     std::string error;
     REQUIRE(read("vmm", &image, &error));
     REQUIRE(image.vmmRegion);
@@ -127,12 +127,12 @@ TEST_CASE("a flight file's VMM table is read back; files without one still read"
     REQUIRE(image.live.back().address == 0x9000000);
     REQUIRE(image.live.back().size == (2u << 20));
 
-    oomscope::record::FlightImage older;
+    oomscope::track::FlightImage older;
     REQUIRE(read("small", &older, &error));
     REQUIRE(!older.vmmRegion);
     REQUIRE(older.liveVmm == 0);
 
-    oomscope::record::FlightImage cut;
+    oomscope::track::FlightImage cut;
     REQUIRE(!read("vmm-truncated", &cut, &error));
     REQUIRE(error.find("truncated or damaged") != std::string::npos);
 }

@@ -2,7 +2,7 @@
 // errors; the verdict on stdout, JUnit XML on request.
 #include "commands.h"
 
-#include "report/check.h"
+#include "report/analysis/check.h"
 #include "report/json_reader.h"
 #include "report/render/check.h"
 

@@ -1,7 +1,7 @@
 // oomscope diff A B: what changed between two reports, per device and per site.
 #include "commands.h"
 
-#include "report/check.h"
+#include "report/analysis/check.h"
 #include "report/json_reader.h"
 #include "report/render/check.h"
 

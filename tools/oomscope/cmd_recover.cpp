@@ -2,7 +2,7 @@
 // turned into one (written atomically next to the file, or into -o DIR). The file stays.
 #include "commands.h"
 
-#include "record/recover.h"
+#include "interpret/recover.h"
 #include "report/report_file.h"
 
 #include <iostream>
@@ -13,7 +13,7 @@ int recoverCommand(const RecoverOptions& o)
 {
     report::Report r;
     std::string error;
-    if (!record::recoverReport(o.file, &r, &error)) {
+    if (!track::recoverReport(o.file, &r, &error)) {
         logError("recover: " + error);
         return kExitUsage;
     }

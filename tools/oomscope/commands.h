@@ -3,7 +3,7 @@
 // stderr through log(); exit status 2 for usage and input errors.
 #pragma once
 
-#include "report/leaks.h"
+#include "report/analysis/leaks.h"
 
 #include <string>
 #include <vector>

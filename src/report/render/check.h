@@ -1,7 +1,7 @@
 // Text and JUnit XML for `oomscope check`, text for `oomscope diff`. Results in, text out.
 #pragma once
 
-#include "report/check.h"
+#include "report/analysis/check.h"
 
 #include <ostream>
 #include <string>

@@ -1,8 +1,8 @@
 #include "report/render/table.h"
 
-#include "report/diagnosis.h"
+#include "report/analysis/diagnosis.h"
 
-#include "report/analysis.h"
+#include "report/analysis/analysis.h"
 #include "report/format.h"
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 // no I/O besides the stream.
 #pragma once
 
-#include "report/leaks.h"
+#include "report/analysis/leaks.h"
 #include "report/model.h"
 
 #include <cstddef>

@@ -1,0 +1,162 @@
+#include "report/analysis/analysis.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+namespace oomscope::report {
+
+// A framework's own Python code (PyTorch, JAX, CuPy): its package right under site-packages
+// (a virtualenv may itself be called torch), or, for a package not installed there (a source
+// checkout), one of its own folders or modules: a program's examples/torch/ folder is the
+// program's. Model libraries (transformers) are the user's model: not skipped.
+bool inFrameworkPackage(const std::string& file)
+{
+    static const char* const kPackages[] = {"torch/", "jax/", "jaxlib/", "cupy/", "cupyx/", "cupy_backends/"};
+    for (const char* marker : {"/site-packages/", "/dist-packages/"}) {
+        const size_t at = file.rfind(marker);
+        if (at == std::string::npos)
+            continue;
+        const size_t from = at + std::strlen(marker);
+        for (const char* package : kPackages) {
+            if (file.compare(from, std::strlen(package), package) == 0)
+                return true;
+        }
+        return false;
+    }
+    static const char* const kInside[] = {
+        "/torch/__init__.py", "/torch/_",      "/torch/nn/",          "/torch/cuda/",  "/torch/optim/",
+        "/torch/autograd/",   "/torch/utils/", "/torch/distributed/", "/torch/amp/",   "/torch/fx/",
+        "/torch/functional.py", "/jax/_src/",  "/jax/__init__.py",    "/jaxlib/",      "/cupy/_",
+        "/cupy/cuda/",        "/cupy/__init__.py", "/cupyx/",         "/cupy_backends/"};
+    for (const char* inside : kInside) {
+        if (file.find(inside) != std::string::npos)
+            return true;
+    }
+    return false;
+}
+
+const Frame* programFrame(const Stack& stack, bool* borrowed)
+{
+    const Frame* first = nullptr;
+    bool marker = false;
+    bool firstBorrowed = false;
+    for (const Frame& f : stack.frames) {
+        if (f.kind != Frame::Kind::Python)
+            continue;
+        if (f.file == kBorrowedFrameFile && f.line == 0) {
+            marker = true;
+            continue;
+        }
+        if (!first) {
+            first = &f;
+            firstBorrowed = marker;
+        }
+        if (!inFrameworkPackage(f.file)) {
+            if (borrowed)
+                *borrowed = marker;
+            return &f;
+        }
+    }
+    if (borrowed)
+        *borrowed = firstBorrowed;
+    return first;
+}
+
+bool hasBlockStacks(const Report& report)
+{
+    for (const Segment& s : report.segments) {
+        for (const Block& b : s.blocks) {
+            if (b.stack)
+                return true;
+        }
+    }
+    return false;
+}
+
+std::vector<TensorSite> tensorSites(const Report& report)
+{
+    std::map<std::tuple<int64_t, uint32_t, bool>, TensorSite> groups;
+    for (const Segment& s : report.segments) {
+        for (const Block& b : s.blocks) {
+            if (b.state.rfind("active", 0) != 0)
+                continue;
+            TensorSite& site = groups[{s.device, b.stack.value_or(0), b.stack.has_value()}];
+            site.stack = b.stack;
+            site.device = s.device;
+            site.bytes += b.size;
+            ++site.count;
+        }
+    }
+    std::vector<TensorSite> out;
+    for (auto& [key, site] : groups)
+        out.push_back(site);
+    std::sort(out.begin(), out.end(), [](const TensorSite& a, const TensorSite& b) {
+        return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack.value_or(0) < b.stack.value_or(0);
+    });
+    return out;
+}
+
+} // namespace oomscope::report
+
+namespace oomscope::report {
+
+std::vector<DeviceFragmentation> fragmentation(const Report& report)
+{
+    std::map<int64_t, DeviceFragmentation> byDevice;
+    for (const MemoryRow& row : report.memory) {
+        if (!row.reservedBytes)
+            continue;
+        DeviceFragmentation& f = byDevice[row.device];
+        f.device = row.device;
+        f.reserved = *row.reservedBytes;
+        f.allocated = row.allocatedBytes.value_or(0);
+        f.largestFree = row.largestFreeBlockBytes.value_or(0);
+    }
+    for (const Segment& s : report.segments) {
+        if (s.blocks.empty())
+            continue;
+        DeviceFragmentation& f = byDevice[s.device];
+        f.device = s.device;
+        f.haveBlocks = true;
+        ++f.segments;
+        bool live = false, free = false;
+        for (const Block& b : s.blocks) {
+            if (b.state == "inactive") {
+                free = true;
+                ++f.freeBlocks;
+                f.largestFree = std::max(f.largestFree, b.size);
+            } else {
+                live = true;
+            }
+        }
+        f.splitSegments += (live && free) ? 1 : 0;
+    }
+    std::vector<DeviceFragmentation> out;
+    for (auto& [device, f] : byDevice) {
+        if (f.reserved == 0 && f.haveBlocks) {  // blocks without counters: add them up
+            for (const Segment& s : report.segments) {
+                if (s.device != device)
+                    continue;
+                f.reserved += s.size;
+                for (const Block& b : s.blocks)
+                    f.allocated += b.state == "inactive" ? 0 : b.size;
+            }
+        }
+        if (f.reserved == 0 && !f.haveBlocks)
+            continue;  // nothing cached (a framework-raised OOM before any segment)
+        f.freeInCache = f.reserved > f.allocated ? f.reserved - f.allocated : 0;
+        f.external = f.freeInCache ? 1.0 - double(f.largestFree) / double(f.freeInCache) : 0.0;
+        if (f.external < 0)
+            f.external = 0;
+        if (report.trigger.kind == "oom" && report.trigger.device == device && report.trigger.requestedBytes) {
+            f.request = report.trigger.requestedBytes;
+            f.requestBlockedByFragmentation = *f.request <= f.freeInCache && *f.request > f.largestFree;
+        }
+        out.push_back(f);
+    }
+    return out;
+}
+
+} // namespace oomscope::report

@@ -1,0 +1,373 @@
+#include "report/analysis/check.h"
+
+#include "report/analysis/analysis.h"
+#include "report/format.h"
+#include "report/render/table.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace oomscope::report {
+namespace {
+
+std::string percentText(double p)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1f%%", p);
+    return buf;
+}
+
+} // namespace
+
+Peak peakOf(const Report& r)
+{
+    std::map<int64_t, uint64_t> peak;
+    for (const MemoryRow& row : r.memory) {
+        uint64_t& p = peak[row.device];
+        p = std::max({p, row.peakTrackedBytes, row.trackedBytes, row.reservedBytes.value_or(0)});
+    }
+    for (const Step& s : r.steps) {
+        for (const StepDevice& d : s.devices) {
+            uint64_t& p = peak[d.device];
+            p = std::max({p, d.trackedBytes, d.reservedBytes.value_or(0)});
+        }
+    }
+    Peak out;
+    for (const auto& [device, bytes] : peak) {
+        if (bytes > out.bytes || (out.bytes == 0 && device == 0))
+            out = Peak{device, bytes};
+    }
+    return out;
+}
+
+double fragmentationPercent(const Report& r, int64_t* device, uint64_t* bytes)
+{
+    constexpr uint64_t kMinReserved = 64ull << 20;  // a nearly empty cache says nothing
+    double worst = 0;
+    auto consider = [&](int64_t d, uint64_t split, uint64_t reserved) {
+        if (reserved < kMinReserved)
+            return;
+        const double p = 100.0 * double(split) / double(reserved);
+        if (p > worst) {
+            worst = p;
+            if (device)
+                *device = d;
+            if (bytes)
+                *bytes = split;
+        }
+    };
+    for (const DeviceFragmentation& f : fragmentation(r)) {
+        if (!f.haveBlocks)
+            continue;
+        uint64_t split = 0;  // free blocks inside segments that also hold live ones
+        for (const Segment& s : r.segments) {
+            if (s.device != f.device)
+                continue;
+            uint64_t free = 0;
+            bool live = false;
+            for (const Block& b : s.blocks) {
+                if (b.state == "inactive")
+                    free += b.size;
+                else
+                    live = true;
+            }
+            split += live ? free : 0;
+        }
+        consider(f.device, split, f.reserved);
+    }
+    for (const Step& s : r.steps) {
+        for (const StepDevice& d : s.devices) {
+            if (d.inactiveSplitBytes && d.reservedBytes)
+                consider(d.device, *d.inactiveSplitBytes, *d.reservedBytes);
+        }
+    }
+    return worst;
+}
+
+std::vector<CheckResult> checkReport(const Report& r, const CheckOptions& o, const SourceLine& source)
+{
+    std::vector<CheckResult> out;
+    if (o.failOn.count("leak")) {
+        CheckResult c;
+        c.rule = "leak";
+        const std::vector<LeakFinding> leaks = findLeaks(r, o.leaks);
+        if (leaks.empty()) {
+            c.summary = r.steps.size() >= o.leaks.minWarmup + o.leaks.minSteps
+                            ? "no growth across " + std::to_string(r.steps.size()) + " steps"
+                            : "no leak pattern (" + std::to_string(r.steps.size()) + " steps: too few to follow growth)";
+        } else {
+            c.passed = false;
+            const std::vector<BlamedLeak> blamed = blameLeaks(r, leaks, source);
+            c.summary = std::to_string(blamed.size()) + (blamed.size() == 1 ? " leak" : " leaks");
+            for (const BlamedLeak& b : blamed) {
+                const LeakFinding& leak = b.leak;
+                std::string what = leak.level == LeakLevel::Exit
+                                       ? formatBytes(leak.lastBytes) + " never freed before exit"
+                                       : "+" + formatBytes(uint64_t(leak.bytesPerStep)) + " per step over " +
+                                             std::to_string(leak.steps) + " steps (" + formatBytes(leak.firstBytes) +
+                                             " -> " + formatBytes(leak.lastBytes) + ", device " +
+                                             std::to_string(leak.device) +
+                                             (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") +
+                                             ")";
+                c.details.push_back(what + " — " + b.blame.pattern);
+                if (b.blame.frame)
+                    c.details.push_back("  at " + describeFrame(r, *b.blame.frame) +
+                                        (b.blame.text.empty() ? "" : "   " + b.blame.text));
+                c.details.push_back("  -> " + b.blame.remedy);
+            }
+        }
+        out.push_back(std::move(c));
+    }
+    if (o.failOn.count("peak") && o.maxPeak) {
+        CheckResult c;
+        c.rule = "peak";
+        const Peak p = peakOf(r);
+        c.passed = p.bytes <= *o.maxPeak;
+        c.summary = "peak " + formatBytes(p.bytes) + " on device " + std::to_string(p.device) +
+                    (c.passed ? " <= " : " > ") + formatBytes(*o.maxPeak);
+        out.push_back(std::move(c));
+    }
+    if (o.failOn.count("fragmentation") && o.maxFragmentationPercent) {
+        CheckResult c;
+        c.rule = "fragmentation";
+        int64_t device = 0;
+        uint64_t bytes = 0;
+        const double p = fragmentationPercent(r, &device, &bytes);
+        c.passed = p <= *o.maxFragmentationPercent;
+        c.summary = p > 0 ? percentText(p) + " of reserved memory in split free blocks (" + formatBytes(bytes) +
+                                " on device " + std::to_string(device) + ")" + (c.passed ? " <= " : " > ") +
+                                percentText(*o.maxFragmentationPercent)
+                          : "no split free blocks in a framework's cache";
+        if (!c.passed)
+            c.details.push_back("-> PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb:<MiB>");
+        out.push_back(std::move(c));
+    }
+    if (o.failOn.count("growth") && o.baseline && o.maxGrowth) {
+        CheckResult c;
+        c.rule = "growth";
+        const Peak now = peakOf(r);
+        const Peak before = peakOf(*o.baseline);
+        const int64_t growth = int64_t(now.bytes) - int64_t(before.bytes);
+        c.passed = growth <= int64_t(*o.maxGrowth);
+        c.summary = "peak " + formatBytes(now.bytes) + " vs baseline " + formatBytes(before.bytes) + " (" +
+                    formatSignedBytes(growth) + (c.passed ? ", within " : ", more than ") +
+                    formatBytes(*o.maxGrowth) + ")";
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+namespace {
+
+std::string siteKey(const Report& r, const Stack& stack)
+{
+    std::string key;
+    size_t n = 0;
+    for (const Frame& f : stack.frames) {
+        if (++n > 32)
+            break;
+        if (f.kind == Frame::Kind::Python) {
+            key += f.file + ":" + std::to_string(f.line) + " " + f.function;
+        } else {
+            const Module* m = f.module ? r.findModule(*f.module) : nullptr;
+            key += (m ? baseName(m->path) : "?") + "!" + (f.symbol.empty() ? formatHex(f.offset) : f.symbol);
+        }
+        key += '\n';
+    }
+    return key;
+}
+
+std::string siteLabel(const Report& r, const Stack* stack)
+{
+    if (!stack || stack->frames.empty())
+        return "(no stack)";
+    bool borrowed = false;
+    if (const Frame* f = programFrame(*stack, &borrowed))
+        return f->file + ":" + std::to_string(f->line) + " " + f->function + (borrowed ? " (main thread)" : "");
+    for (const Frame& f : stack->frames) {
+        const Module* m = f.module ? r.findModule(*f.module) : nullptr;
+        const std::string name = m ? baseName(m->path) : "";
+        if (name.rfind("libcuda", 0) == 0 || name.rfind("liboomscope", 0) == 0)
+            continue;
+        return describeFrame(r, f);
+    }
+    return describeFrame(r, stack->frames.front());
+}
+
+std::map<std::pair<std::string, int64_t>, std::pair<std::string, uint64_t>> sitesByKey(const Report& r)
+{
+    std::map<std::pair<std::string, int64_t>, std::pair<std::string, uint64_t>> out;
+    for (const Site& s : r.sites) {
+        const Stack* stack = r.findStack(s.stack);
+        auto& entry = out[{stack ? siteKey(r, *stack) : std::string(), s.device}];
+        if (entry.first.empty())
+            entry.first = siteLabel(r, stack);
+        entry.second += s.bytes;
+    }
+    return out;
+}
+
+} // namespace
+
+ReportDiff diffReports(const Report& a, const Report& b)
+{
+    ReportDiff d;
+    std::map<int64_t, DeviceDelta> devices;
+    for (const auto& [report, isA] : {std::pair<const Report*, bool>{&a, true}, {&b, false}}) {
+        for (const MemoryRow& row : report->memory) {
+            DeviceDelta& dd = devices[row.device];
+            dd.device = row.device;
+            (isA ? dd.trackedA : dd.trackedB) = row.trackedBytes;
+            (isA ? dd.peakA : dd.peakB) = row.peakTrackedBytes;
+            (isA ? dd.allocatedA : dd.allocatedB) = row.allocatedBytes;
+            (isA ? dd.reservedA : dd.reservedB) = row.reservedBytes;
+        }
+    }
+    for (auto& [device, dd] : devices)
+        d.devices.push_back(dd);
+    const auto sitesA = sitesByKey(a);
+    const auto sitesB = sitesByKey(b);
+    std::map<std::pair<std::string, int64_t>, SiteDelta> merged;
+    for (const auto& [key, v] : sitesA) {
+        SiteDelta& s = merged[key];
+        s.label = v.first;
+        s.device = key.second;
+        s.bytesA = v.second;
+    }
+    for (const auto& [key, v] : sitesB) {
+        SiteDelta& s = merged[key];
+        if (s.label.empty())
+            s.label = v.first;
+        s.device = key.second;
+        s.bytesB = v.second;
+    }
+    for (auto& [key, s] : merged) {
+        if (s.delta() != 0)
+            d.sites.push_back(s);
+    }
+    std::stable_sort(d.sites.begin(), d.sites.end(), [](const SiteDelta& x, const SiteDelta& y) {
+        return x.delta() != y.delta() ? x.delta() > y.delta() : x.label < y.label;
+    });
+    return d;
+}
+
+bool parseSizeArgument(const std::string& text, uint64_t* out)
+{
+    char* end = nullptr;
+    errno = 0;
+    const double value = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || errno != 0 || !(value >= 0) || !std::isfinite(value))
+        return false;
+    std::string unit(end);
+    for (char& c : unit)
+        c = char(std::tolower(static_cast<unsigned char>(c)));
+    static const std::map<std::string, double> kUnits = {
+        {"", 1.0},         {"b", 1.0},
+        {"k", 1024.0},     {"kb", 1024.0},     {"kib", 1024.0},
+        {"m", 1048576.0},  {"mb", 1048576.0},  {"mib", 1048576.0},
+        {"g", 1073741824.0}, {"gb", 1073741824.0}, {"gib", 1073741824.0},
+        {"t", 1099511627776.0}, {"tb", 1099511627776.0}, {"tib", 1099511627776.0}};
+    const auto it = kUnits.find(unit);
+    if (it == kUnits.end())
+        return false;
+    const double bytes = value * it->second;
+    if (bytes > 1.8e19)
+        return false;
+    *out = uint64_t(bytes);
+    return true;
+}
+
+namespace {
+
+bool parsePercent(std::string text, double* out)
+{
+    if (!text.empty() && text.back() == '%')
+        text.pop_back();
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0' || !(value >= 0) || value > 100)
+        return false;
+    *out = value;
+    return true;
+}
+
+} // namespace
+
+bool parseCheckArguments(const CheckArguments& a, CheckOptions* out, std::string* error)
+{
+    CheckOptions options;
+    if (!a.maxPeak.empty()) {
+        uint64_t v = 0;
+        if (!parseSizeArgument(a.maxPeak, &v)) {
+            *error = "--max-peak wants a size such as 24GiB or 512MiB, got \"" + a.maxPeak + "\"";
+            return false;
+        }
+        options.maxPeak = v;
+    }
+    if (!a.maxFragmentation.empty()) {
+        double v = 0;
+        if (!parsePercent(a.maxFragmentation, &v)) {
+            *error = "--max-fragmentation wants a percentage from 0 to 100, got \"" + a.maxFragmentation + "\"";
+            return false;
+        }
+        options.maxFragmentationPercent = v;
+    }
+    if (!a.maxGrowth.empty()) {
+        uint64_t v = 0;
+        if (!parseSizeArgument(a.maxGrowth, &v)) {
+            *error = "--max-growth wants a size such as 1GiB, got \"" + a.maxGrowth + "\"";
+            return false;
+        }
+        options.maxGrowth = v;
+    }
+    if (a.haveBaseline != !a.maxGrowth.empty()) {
+        *error = "--baseline and --max-growth go together";
+        return false;
+    }
+    // The rules: as asked, or leak plus those whose limits were given.
+    options.failOn.clear();
+    if (a.failOn.empty()) {
+        options.failOn.insert("leak");
+        if (options.maxPeak)
+            options.failOn.insert("peak");
+        if (options.maxFragmentationPercent)
+            options.failOn.insert("fragmentation");
+        if (options.maxGrowth)
+            options.failOn.insert("growth");
+    } else {
+        size_t start = 0;
+        while (start <= a.failOn.size()) {
+            size_t comma = a.failOn.find(',', start);
+            if (comma == std::string::npos)
+                comma = a.failOn.size();
+            const std::string rule = a.failOn.substr(start, comma - start);
+            start = comma + 1;
+            if (rule.empty())
+                continue;
+            if (rule != "leak" && rule != "peak" && rule != "fragmentation" && rule != "growth") {
+                *error = "unknown rule \"" + rule + "\" in --fail-on (leak, peak, fragmentation, growth)";
+                return false;
+            }
+            options.failOn.insert(rule);
+        }
+        if (options.failOn.count("peak") && !options.maxPeak) {
+            *error = "--fail-on peak needs --max-peak SIZE";
+            return false;
+        }
+        if (options.failOn.count("growth") && !options.maxGrowth) {
+            *error = "--fail-on growth needs --baseline REPORT --max-growth SIZE";
+            return false;
+        }
+        if (options.failOn.count("fragmentation") && !options.maxFragmentationPercent)
+            options.maxFragmentationPercent = 30.0;
+    }
+    *out = std::move(options);
+    return true;
+}
+
+} // namespace oomscope::report

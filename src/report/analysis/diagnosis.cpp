@@ -1,0 +1,316 @@
+#include "report/analysis/diagnosis.h"
+
+#include "report/analysis/analysis.h"
+#include "report/format.h"
+#include "report/render/table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace oomscope::report {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+std::string percent(double fraction)
+{
+    return std::to_string(int(std::lround(fraction * 100))) + "%";
+}
+
+std::string dev(int64_t device)
+{
+    return "device " + std::to_string(device);
+}
+
+std::optional<uint64_t> totalOf(const Report& r, int64_t device)
+{
+    for (const Device& d : r.devices) {
+        if (d.index == device)
+            return d.totalBytes;
+    }
+    return std::nullopt;
+}
+
+bool stackHas(const Report& r, uint32_t id, bool (*test)(const Frame&))
+{
+    if (const Stack* s = r.findStack(id)) {
+        for (const Frame& f : s->frames) {
+            if (f.kind == Frame::Kind::Python && test(f))
+                return true;
+        }
+    }
+    return false;
+}
+
+bool isForward(const Frame& f)
+{
+    const std::string& fn = f.function;
+    return fn.size() >= 7 && fn.compare(fn.size() - 7, 7, "forward") == 0 && f.file != kBorrowedFrameFile;
+}
+
+bool isOptimizer(const Frame& f)
+{
+    return f.file.find("/torch/optim/") != std::string::npos;
+}
+
+constexpr const char* kFragmentationRemedy =
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets PyTorch grow segments instead of splitting them; "
+    "or max_split_size_mb:<MiB> keeps large blocks from being split";
+
+void fragmentationRules(const Report& r, std::vector<Diagnosis>& out)
+{
+    bool fired = false;
+    for (const DeviceFragmentation& f : fragmentation(r)) {
+        if (f.requestBlockedByFragmentation) {
+            out.push_back({"fragmentation", "error",
+                           dev(f.device) + ": the request of " + formatBytes(*f.request) + " fits in the " +
+                               formatBytes(f.freeInCache) + " free inside reserved memory taken together, but the "
+                               "largest free block is " + formatBytes(f.largestFree) + " (external fragmentation " +
+                               percent(f.external) + ", " + std::to_string(f.splitSegments) + " of " +
+                               std::to_string(f.segments) + " segments split)",
+                           kFragmentationRemedy});
+            fired = true;
+        } else if (f.freeInCache >= kGiB && double(f.freeInCache) >= 0.25 * double(f.reserved) && f.haveBlocks &&
+                   f.external >= 0.5) {
+            out.push_back({"fragmentation", "warning",
+                           dev(f.device) + ": " + formatBytes(f.freeInCache) + " (" +
+                               percent(double(f.freeInCache) / double(f.reserved)) +
+                               " of reserved) sits free in the cache in pieces; the largest is " +
+                               formatBytes(f.largestFree),
+                           kFragmentationRemedy});
+            fired = true;
+        }
+    }
+    if (fired || r.steps.empty())
+        return;
+    // Over the run: split, unused blocks late in the run (after warm-up). Idle whole segments
+    // are no sign: at a step boundary a training loop's cache holds the activations it just
+    // freed and will reuse.
+    std::map<int64_t, std::vector<const StepDevice*>> samples;
+    const size_t late = std::min(r.steps.size(), std::max<size_t>(2, r.steps.size() / 4));
+    for (size_t i = r.steps.size() - late; i < r.steps.size(); ++i) {
+        for (const StepDevice& d : r.steps[i].devices) {
+            if (d.reservedBytes && *d.reservedBytes)
+                samples[d.device].push_back(&d);
+        }
+    }
+    for (auto& [device, list] : samples) {
+        if (list.size() < 2)
+            continue;
+        auto share = [](const StepDevice* d) {
+            return double(d->inactiveSplitBytes.value_or(0)) / double(*d->reservedBytes);
+        };
+        std::sort(list.begin(), list.end(), [&](const StepDevice* a, const StepDevice* b) { return share(a) < share(b); });
+        const StepDevice& d = *list[list.size() / 2];  // the median sample of the late steps
+        const uint64_t split = d.inactiveSplitBytes.value_or(0);
+        // Reserved memory beyond the most ever allocated at once exists only because free
+        // memory was in pieces that fitted no request (rounding aside).
+        uint64_t peak = 0;
+        bool expandable = false;
+        for (const StepDevice* sample : list) {
+            peak = std::max(peak, sample->peakAllocatedBytes.value_or(0));
+            expandable |= sample->expandableSegments.value_or(false);
+        }
+        const uint64_t reserved = *d.reservedBytes;
+        if (peak && !expandable && double(reserved) >= 1.5 * double(peak) && reserved - peak >= kGiB) {
+            out.push_back({"fragmentation", "warning",
+                           dev(device) + ": late in the run PyTorch reserves " + formatBytes(reserved) +
+                               " while the most it ever allocated at once is " + formatBytes(peak) + ": " +
+                               formatBytes(reserved - peak) + " of cache exists only because free memory was in "
+                               "pieces of the wrong sizes (requests of varying sizes)",
+                           kFragmentationRemedy});
+            continue;
+        }
+        if (split >= 512 * kMiB && share(&d) >= 0.2)
+            out.push_back({"fragmentation", "warning",
+                           dev(device) + ": late in the run " + formatBytes(split) + " (" + percent(share(&d)) +
+                               " of " + formatBytes(*d.reservedBytes) + " reserved) sits in split, unused blocks "
+                               "(median of the last " + std::to_string(list.size()) + " steps; allocated " +
+                               formatBytes(d.allocatedBytes.value_or(0)) + "): requests of varying sizes carve "
+                               "segments into pieces that fit nothing",
+                           kFragmentationRemedy});
+    }
+}
+
+void requestRule(const Report& r, std::vector<Diagnosis>& out)
+{
+    if (r.trigger.kind != "oom" || !r.trigger.requestedBytes || !r.trigger.device)
+        return;
+    const auto total = totalOf(r, *r.trigger.device);
+    const uint64_t request = *r.trigger.requestedBytes;
+    if (!total || *total == 0 || double(request) < 0.25 * double(*total))
+        return;
+    const std::string what = request > *total ? " is larger than the whole device (" + formatBytes(*total) + ")"
+                                              : " is " + percent(double(request) / double(*total)) +
+                                                    " of the device's " + formatBytes(*total);
+    out.push_back({"request_too_large", "error", "one request of " + formatBytes(request) + what,
+                   "a smaller batch, or micro-batches with gradient accumulation (the same effective batch in k "
+                   "steps of 1/k); for one huge tensor, shard or chunk it"});
+}
+
+void compositionRules(const Report& r, std::vector<Diagnosis>& out)
+{
+    if (!r.trigger.framework || r.trigger.kind != "oom")
+        return;
+    uint64_t total = 0, forward = 0;
+    for (const Site& s : r.sites) {
+        if (s.kind != "device")
+            continue;
+        total += s.bytes;
+        if (stackHas(r, s.stack, isForward))
+            forward += s.bytes;
+    }
+    if (total && double(forward) >= 0.5 * double(total))
+        out.push_back({"activations", "warning",
+                       formatBytes(forward) + " (" + percent(double(forward) / double(total)) +
+                           " of the memory PyTorch reserved) was allocated under forward(): activations kept "
+                           "for backward",
+                       "activation checkpointing (torch.utils.checkpoint; model.gradient_checkpointing_enable() in "
+                       "transformers); bf16 autocast (torch.autocast(\"cuda\", dtype=torch.bfloat16)) halves fp32 "
+                       "activations; a smaller micro-batch"});
+    // Optimizer state: by tensor where blocks carry stacks, else by segment.
+    uint64_t optimizer = 0, allocated = 0;
+    if (hasBlockStacks(r)) {
+        for (const Segment& seg : r.segments) {
+            for (const Block& b : seg.blocks) {
+                if (b.state.rfind("active", 0) != 0)
+                    continue;
+                allocated += b.size;
+                if (b.stack && stackHas(r, *b.stack, isOptimizer))
+                    optimizer += b.size;
+            }
+        }
+    } else {
+        allocated = total;
+        for (const Site& s : r.sites) {
+            if (s.kind == "device" && stackHas(r, s.stack, isOptimizer))
+                optimizer += s.bytes;
+        }
+    }
+    if (allocated && double(optimizer) >= 0.25 * double(allocated))
+        out.push_back({"optimizer_state", "warning",
+                       formatBytes(optimizer) + " (" + percent(double(optimizer) / double(allocated)) +
+                           ") is optimizer state, allocated in torch.optim",
+                       "an 8-bit optimizer (bitsandbytes AdamW8bit keeps a quarter of Adam's state), or shard the "
+                       "state across ranks: FSDP or ZeRO (DeepSpeed)"});
+}
+
+void outsideRule(const Report& r, std::vector<Diagnosis>& out)
+{
+    for (const MemoryRow& row : r.memory) {
+        if (!row.reservedBytes)
+            continue;
+        std::map<std::string, uint64_t> parts;
+        for (const auto& [source, bytes] : row.bySource) {
+            if (source != "torch" && bytes)
+                parts[source] = bytes;
+        }
+        if (row.untrackedBytes && *row.untrackedBytes)
+            parts["untracked"] = *row.untrackedBytes;
+        uint64_t outside = 0;
+        for (const auto& [source, bytes] : parts)
+            outside += bytes;
+        const auto total = totalOf(r, row.device);
+        if (outside < 2 * kGiB && !(total && double(outside) >= 0.1 * double(*total)))
+            continue;
+        std::string list, remedy;
+        for (const auto& [source, bytes] : parts) {
+            list += (list.empty() ? "" : ", ") + source + " " + formatBytes(bytes);
+            if (double(bytes) < 0.1 * double(outside))
+                continue;
+            const std::string sep = remedy.empty() ? "" : "; ";
+            if (source == "nccl")
+                remedy += sep + "NCCL: NCCL_BUFFSIZE (4 MiB per channel by default) and NCCL_NVLS_ENABLE=0 bound its "
+                                "buffers";
+            else if (source == "cublas")
+                remedy += sep + "cuBLAS: CUBLAS_WORKSPACE_CONFIG=:4096:8 bounds its workspaces";
+            else if (source == "cudnn")
+                remedy += sep + "cuDNN: torch.backends.cudnn.benchmark=False avoids large trial workspaces";
+            else if (source == "untracked")
+                remedy += sep + "the CUDA context and eagerly loaded kernels: CUDA_MODULE_LOADING=LAZY; fewer "
+                                "processes per GPU";
+            else
+                remedy += sep + source + ": its own memory settings";
+        }
+        out.push_back({"outside_framework", "info",
+                       dev(row.device) + ": " + formatBytes(outside) + " outside PyTorch's allocator (" + list + ")",
+                       remedy.empty() ? "the libraries' own memory settings" : remedy});
+    }
+}
+
+void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const SourceLine& source,
+                std::vector<Diagnosis>& out)
+{
+    for (const BlamedLeak& b : blameLeaks(r, leaks, source)) {
+        const LeakFinding& leak = b.leak;
+        std::string where = b.blame.frame ? " at " + describeFrame(r, *b.blame.frame) : "";
+        if (!b.blame.text.empty())
+            where += ": " + b.blame.text;
+        std::string what;
+        if (leak.level == LeakLevel::Exit)
+            what = formatBytes(leak.lastBytes) + " never freed before exit";
+        else
+            what = "+" + formatBytes(uint64_t(leak.bytesPerStep)) + " per step over " + std::to_string(leak.steps) +
+                   " steps (" + formatBytes(leak.firstBytes) + " -> " + formatBytes(leak.lastBytes) + ", device " +
+                   std::to_string(leak.device) +
+                   (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") + ")";
+        out.push_back({"growth", "warning", what + where + " — " + b.blame.pattern, b.blame.remedy});
+    }
+}
+
+void churnRule(const Report& r, std::vector<Diagnosis>& out)
+{
+    // Up to the first failed allocation: what follows is the OOM's own cache flush.
+    uint64_t allocs = 0, frees = 0;
+    for (const TimelineRow& row : r.timeline.rows) {
+        const std::string& kind = r.timeline.name(row.kind);
+        if (kind == "alloc_failed")
+            break;
+        if (row.device < 0)
+            continue;
+        allocs += kind == "alloc" ? 1 : 0;
+        frees += kind == "free" ? 1 : 0;
+    }
+    if (frees < 20 || frees * 4 < allocs)
+        return;
+    const bool torch = r.trigger.framework || std::find(r.capture.backends.begin(), r.capture.backends.end(),
+                                                        "torch") != r.capture.backends.end();
+    if (torch)
+        out.push_back({"cache_churn", "warning",
+                       std::to_string(frees) + " segments given back to CUDA and " + std::to_string(allocs) +
+                           " taken in the timeline: PyTorch's cache is being emptied and refilled (each cudaFree "
+                           "synchronizes the device)",
+                       "remove torch.cuda.empty_cache() from the step loop, or call it rarely; "
+                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
+    else
+        out.push_back({"cache_churn", "warning",
+                       std::to_string(allocs) + " allocations and " + std::to_string(frees) +
+                           " frees of device memory in the timeline (each cudaFree synchronizes the device)",
+                       "reuse buffers across iterations, or allocate stream-ordered (cudaMallocAsync) from a pool"});
+}
+
+int severityRank(const std::string& s)
+{
+    return s == "error" ? 0 : s == "warning" ? 1 : 2;
+}
+
+} // namespace
+
+std::vector<Diagnosis> diagnose(const Report& r, const std::vector<LeakFinding>& leaks, const SourceLine& source)
+{
+    std::vector<Diagnosis> out;
+    fragmentationRules(r, out);
+    requestRule(r, out);
+    compositionRules(r, out);
+    outsideRule(r, out);
+    growthRule(r, leaks, source, out);
+    churnRule(r, out);
+    std::stable_sort(out.begin(), out.end(), [](const Diagnosis& a, const Diagnosis& b) {
+        return severityRank(a.severity) < severityRank(b.severity);
+    });
+    return out;
+}
+
+} // namespace oomscope::report

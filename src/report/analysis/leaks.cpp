@@ -1,0 +1,334 @@
+#include "report/analysis/leaks.h"
+
+#include "report/analysis/analysis.h"
+#include "report/format.h"
+#include "report/render/table.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace oomscope::report {
+namespace {
+
+// A caching allocator keeps memory on purpose: live memory at exit is its cache, not a leak.
+bool hasCachingAllocator(const Report& r)
+{
+    if (r.trigger.framework)
+        return true;
+    for (const std::string& b : r.capture.backends) {
+        if (b == "torch" || b == "cupy" || b == "jax")
+            return true;
+    }
+    for (const MemoryRow& row : r.memory) {
+        if (row.reservedBytes)
+            return true;
+        for (const char* source : {"torch", "cupy", "jax"}) {
+            auto it = row.bySource.find(source);
+            if (it != row.bySource.end() && it->second > 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+// Growth over the last run of consecutive samples: the late quarter above every sample of the
+// early quarter, few decreases, at least minBytes in all.
+std::optional<LeakFinding> growth(const std::vector<std::optional<uint64_t>>& values, const std::vector<uint64_t>& steps,
+                                  const LeakOptions& o)
+{
+    const size_t end = values.size();
+    if (end == 0 || !values[end - 1])
+        return std::nullopt;  // gone at the last step: not growing
+    size_t start = end;
+    while (start > 0 && values[start - 1])
+        --start;
+    const size_t m = end - start;
+    if (m < o.minSteps)
+        return std::nullopt;
+    std::vector<uint64_t> run;
+    for (size_t i = start; i < end; ++i)
+        run.push_back(*values[i]);
+    const size_t q = std::max<size_t>(1, m / 4);
+    const uint64_t maxEarly = *std::max_element(run.begin(), run.begin() + long(q));
+    const uint64_t minLate = *std::min_element(run.end() - long(q), run.end());
+    if (run.back() <= run.front() || minLate <= maxEarly || run.back() - run.front() < o.minBytes)
+        return std::nullopt;
+    size_t decreases = 0;
+    for (size_t i = 1; i < m; ++i)
+        decreases += run[i] < run[i - 1] ? 1 : 0;
+    if (decreases * 4 > m)
+        return std::nullopt;
+    LeakFinding f;
+    f.firstBytes = run.front();
+    f.lastBytes = run.back();
+    f.steps = m;
+    f.bytesPerStep = double(run.back() - run.front()) / double(m - 1);
+    f.firstStep = steps[start];
+    f.lastStep = steps[end - 1];
+    return f;
+}
+
+bool isCudaLibrary(const std::string& path)
+{
+    const std::string name = baseName(path);
+    for (const char* prefix : {"libcuda.", "libcudart", "liboomscope", "libcupti"}) {
+        if (name.rfind(prefix, 0) == 0)
+            return true;
+    }
+    return false;
+}
+
+std::string trim(const std::string& s)
+{
+    const size_t a = s.find_first_not_of(" \t\r\n");
+    if (a == std::string::npos)
+        return {};
+    const size_t b = s.find_last_not_of(" \t\r\n");
+    return s.substr(a, b - a + 1);
+}
+
+struct Pattern {
+    const char* pattern;
+    const char* remedy;
+};
+
+// What the line that holds the memory does, from its text.
+std::optional<Pattern> patternOfLine(const std::string& text)
+{
+    if (text.find(".append(") != std::string::npos || text.find(".extend(") != std::string::npos ||
+        text.find(".insert(") != std::string::npos)
+        return Pattern{"tensors accumulated in a list across steps",
+                       "keep a plain number or a detached copy instead (loss.item(), t.detach().cpu()), run "
+                       "evaluation under torch.no_grad(), or clear the list each step"};
+    if (text.find("+=") != std::string::npos)
+        return Pattern{"a running total that keeps each step's tensor (and its autograd graph) alive",
+                       "accumulate loss.item() or loss.detach() instead of the tensor"};
+    const size_t self = text.find("self.");
+    if (self != std::string::npos && text.find('=', self) != std::string::npos &&
+        text.find("==", self) == std::string::npos)
+        return Pattern{"state stored on a module or object across steps",
+                       "store a detached copy (t.detach()), or drop the reference at the end of the step"};
+    return std::nullopt;
+}
+
+} // namespace
+
+std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
+{
+    // Step events when the program has them; periodic samples only in programs without.
+    const bool haveSteps = std::any_of(r.steps.begin(), r.steps.end(), [](const Step& s) { return s.source == "step"; });
+    std::vector<const Step*> steps;
+    for (const Step& s : r.steps) {
+        if (!haveSteps || s.source == "step")
+            steps.push_back(&s);
+    }
+    std::vector<LeakFinding> out;
+    const size_t n = steps.size();
+    std::set<int64_t> explained;  // devices with a leak found at stack level
+    if (n >= o.minWarmup + o.minSteps) {
+        const size_t warmup = std::max(o.minWarmup, size_t(double(n) * o.warmupFraction));
+        std::vector<uint64_t> stepIndex;
+        for (size_t i = warmup; i < n; ++i)
+            stepIndex.push_back(steps[i]->index);
+        bool tensors = false;
+        for (const Step* s : steps)
+            tensors |= !s->tensors.empty();
+        // A caching allocator's segments are its cache: they grow in steps as it warms up to
+        // the sizes asked for, which is no leak. Its tensors (with history) or its allocated
+        // bytes (device level) are followed instead.
+        const bool stackLevel = tensors || !hasCachingAllocator(r);
+        // Stack level.
+        std::map<std::pair<uint32_t, int64_t>, std::vector<std::optional<uint64_t>>> series;
+        for (size_t i = warmup; i < n && stackLevel; ++i) {
+            for (const StepSite& site : tensors ? steps[i]->tensors : steps[i]->sites) {
+                auto& values = series[{site.stack, site.device}];
+                values.resize(stepIndex.size());
+                values[i - warmup] = site.bytes;
+            }
+        }
+        for (auto& [key, values] : series) {
+            values.resize(stepIndex.size());
+            if (auto f = growth(values, stepIndex, o)) {
+                f->level = tensors ? LeakLevel::Tensors : LeakLevel::Sites;
+                if (key.first != 0)
+                    f->stack = key.first;
+                f->device = key.second;
+                explained.insert(key.second);
+                out.push_back(*f);
+            }
+        }
+        // Device level: the allocator's allocated bytes (or the tracked bytes) growing, where no
+        // stack explains it.
+        std::map<int64_t, std::vector<std::optional<uint64_t>>> devices;
+        for (size_t i = warmup; i < n; ++i) {
+            for (const StepDevice& d : steps[i]->devices) {
+                auto& values = devices[d.device];
+                values.resize(stepIndex.size());
+                values[i - warmup] = d.allocatedBytes.value_or(d.trackedBytes);
+            }
+        }
+        for (auto& [device, values] : devices) {
+            values.resize(stepIndex.size());
+            if (explained.count(device))
+                continue;
+            if (auto f = growth(values, stepIndex, o)) {
+                f->level = LeakLevel::Device;
+                f->device = device;
+                out.push_back(*f);
+            }
+        }
+    }
+    // Never freed at exit, in a program without a caching allocator.
+    if (r.trigger.kind == "exit" && !hasCachingAllocator(r)) {
+        std::set<uint32_t> seen;
+        for (const LeakFinding& f : out) {
+            if (f.stack)
+                seen.insert(*f.stack);
+        }
+        for (const Site& s : r.sites) {
+            if (s.bytes < o.minBytes || seen.count(s.stack))
+                continue;
+            LeakFinding f;
+            f.level = LeakLevel::Exit;
+            if (s.stack)
+                f.stack = s.stack;
+            f.device = s.device;
+            f.firstBytes = 0;
+            f.lastBytes = s.bytes;
+            out.push_back(f);
+        }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const LeakFinding& a, const LeakFinding& b) {
+        return a.lastBytes - std::min(a.lastBytes, a.firstBytes) > b.lastBytes - std::min(b.lastBytes, b.firstBytes);
+    });
+    return out;
+}
+
+LeakBlame blameLeak(const Report& r, const LeakFinding& leak, const SourceLine& source)
+{
+    LeakBlame blame;
+    const Stack* stack = leak.stack ? r.findStack(*leak.stack) : nullptr;
+    if (stack) {
+        // The program's own frames, innermost first: the first whose line accumulates.
+        for (const Frame& f : stack->frames) {
+            if (f.kind != Frame::Kind::Python || (f.file == kBorrowedFrameFile && f.line == 0) ||
+                inFrameworkPackage(f.file))
+                continue;
+            const std::string text = source ? trim(source(f.file, f.line)) : "";
+            if (const auto p = patternOfLine(text)) {
+                blame.frame = &f;
+                blame.text = text;
+                blame.pattern = p->pattern;
+                blame.remedy = p->remedy;
+                return blame;
+            }
+        }
+        blame.frame = programFrame(*stack);
+        if (!blame.frame) {
+            for (const Frame& f : stack->frames) {
+                const Module* m = f.module ? r.findModule(*f.module) : nullptr;
+                if (f.kind == Frame::Kind::Native && m && !isCudaLibrary(m->path)) {
+                    blame.frame = &f;
+                    break;
+                }
+            }
+        }
+        if (blame.frame && blame.frame->kind == Frame::Kind::Python && source)
+            blame.text = trim(source(blame.frame->file, blame.frame->line));
+    }
+    switch (leak.level) {
+    case LeakLevel::Exit:
+        blame.pattern = "memory never freed before exit";
+        blame.remedy = "free it when done (cudaFree); memory meant to live until exit is no leak: check with "
+                       "--fail-on peak instead";
+        break;
+    case LeakLevel::Device:
+        blame.pattern = "the allocator's live memory grows every step";
+        blame.remedy = "rerun with OOMSCOPE_TORCH_HISTORY=1 (oomscope run --check does) to name the line that "
+                       "allocates what stays alive";
+        break;
+    case LeakLevel::Tensors:
+        blame.pattern = "tensors kept alive across steps";
+        blame.remedy = "drop the references to them at the end of each step (the line above allocates them)";
+        break;
+    case LeakLevel::Sites:
+        if (leak.device < 0) {
+            blame.pattern = "pinned host memory growing across steps";
+            blame.remedy = "reuse pinned buffers instead of allocating new ones each step (cudaHostAlloc, "
+                           "tensor.pin_memory())";
+        } else {
+            blame.pattern = "allocations not freed across steps";
+            blame.remedy = "free each step's allocations or reuse them";
+        }
+        break;
+    }
+    return blame;
+}
+
+std::vector<BlamedLeak> blameLeaks(const Report& r, const std::vector<LeakFinding>& findings, const SourceLine& source)
+{
+    std::vector<BlamedLeak> out;
+    std::map<std::string, size_t> index;
+    for (const LeakFinding& f : findings) {
+        LeakBlame blame = blameLeak(r, f, source);
+        // Stack-less findings (device level) and exit leaks stay one per finding.
+        const bool mergeable = blame.frame && f.level != LeakLevel::Exit && f.level != LeakLevel::Device;
+        const std::string key = mergeable ? describeFrame(r, *blame.frame) + "\n" + blame.pattern + "\n" +
+                                                std::to_string(f.device)
+                                          : std::string();
+        auto it = mergeable ? index.find(key) : index.end();
+        if (it == index.end()) {
+            if (mergeable)
+                index.emplace(key, out.size());
+            out.push_back(BlamedLeak{f, std::move(blame), 1});
+            continue;
+        }
+        BlamedLeak& b = out[it->second];
+        b.leak.firstBytes += f.firstBytes;
+        b.leak.lastBytes += f.lastBytes;
+        b.leak.bytesPerStep += f.bytesPerStep;
+        if (f.steps > b.leak.steps) {
+            b.leak.steps = f.steps;
+            b.leak.firstStep = f.firstStep;
+            b.leak.lastStep = f.lastStep;
+        }
+        ++b.stacks;
+    }
+    std::stable_sort(out.begin(), out.end(), [](const BlamedLeak& a, const BlamedLeak& b) {
+        return a.leak.bytesPerStep > b.leak.bytesPerStep;
+    });
+    return out;
+}
+
+std::vector<Leak> leakEntries(const Report& r, const std::vector<LeakFinding>& findings, const SourceLine& source)
+{
+    std::vector<Leak> out;
+    for (const BlamedLeak& b : blameLeaks(r, findings, source)) {
+        const LeakFinding& f = b.leak;
+        const LeakBlame& blame = b.blame;
+        Leak leak;
+        leak.stack = f.stack.value_or(0);
+        leak.pattern = blame.pattern;
+        leak.bytesPerStep = int64_t(f.bytesPerStep);
+        leak.stepsObserved = f.steps;
+        std::string evidence;
+        if (f.level == LeakLevel::Exit)
+            evidence = formatBytes(f.lastBytes) + " live at exit";
+        else
+            evidence = formatBytes(f.firstBytes) + " at step " + std::to_string(f.firstStep) + " -> " +
+                       formatBytes(f.lastBytes) + " at step " + std::to_string(f.lastStep) + " (device " +
+                       std::to_string(f.device) + ")";
+        if (b.stacks > 1)
+            evidence += ", " + std::to_string(b.stacks) + " allocation sites";
+        if (blame.frame)
+            evidence += "; " + describeFrame(r, *blame.frame);
+        if (!blame.text.empty())
+            evidence += ": " + blame.text;
+        leak.evidence = evidence;
+        out.push_back(std::move(leak));
+    }
+    return out;
+}
+
+} // namespace oomscope::report

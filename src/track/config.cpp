@@ -1,0 +1,96 @@
+#include "track/config.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+#include <new>
+
+namespace oomscope::track {
+
+bool parseSize(const char* text, uint64_t* out)
+{
+    if (!text)
+        return false;
+    while (std::isspace(static_cast<unsigned char>(*text)))
+        ++text;
+    if (!std::isdigit(static_cast<unsigned char>(*text)))
+        return false;
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(text, &end, 10);
+    while (std::isspace(static_cast<unsigned char>(*end)))
+        ++end;
+    std::string unit(end);
+    while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.back())))
+        unit.pop_back();
+    for (char& c : unit)
+        c = char(std::tolower(static_cast<unsigned char>(c)));
+    uint64_t scale = 1;
+    if (unit.empty() || unit == "b")
+        scale = 1;
+    else if (unit == "k" || unit == "ki" || unit == "kib" || unit == "kb")
+        scale = uint64_t(1) << 10;
+    else if (unit == "m" || unit == "mi" || unit == "mib" || unit == "mb")
+        scale = uint64_t(1) << 20;
+    else if (unit == "g" || unit == "gi" || unit == "gib" || unit == "gb")
+        scale = uint64_t(1) << 30;
+    else if (unit == "t" || unit == "ti" || unit == "tib" || unit == "tb")
+        scale = uint64_t(1) << 40;
+    else
+        return false;
+    if (value > UINT64_MAX / scale)
+        return false;
+    *out = value * scale;
+    return true;
+}
+
+bool envFlag(const char* name, bool fallback)
+{
+    const char* v = std::getenv(name);
+    if (!v || !*v)
+        return fallback;
+    if (!std::strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+        return false;
+    return true;
+}
+
+const Config& Config::get()
+{
+    // Built once and leaked on purpose: no destructor runs at exit under a hook's feet.
+    static const Config* config = [] {
+        auto* c = new (std::nothrow) Config();
+        if (!c) {
+            static Config fallback;
+            return static_cast<const Config*>(&fallback);
+        }
+        c->disabled = envFlag("OOMSCOPE_DISABLE", false);
+        uint64_t n = 0;
+        if (parseSize(std::getenv("OOMSCOPE_RING_EVENTS"), &n) && n > 0 && n <= (uint64_t(1) << 30))
+            c->ringEvents = size_t(n);
+        if (const char* d = std::getenv("OOMSCOPE_STACK_DEPTH"); d && *d) {
+            const long depth = std::strtol(d, nullptr, 10);
+            c->stackDepth = depth < 0 ? 0 : depth > 256 ? 256 : int(depth);
+        }
+        if (const char* dir = std::getenv("OOMSCOPE_OUTPUT_DIR"); dir && *dir)
+            c->outputDir = dir;
+        c->pythonFrames = envFlag("OOMSCOPE_PYTHON_FRAMES", true);
+        c->exitReport = envFlag("OOMSCOPE_EXIT_REPORT", true);
+        c->flight = envFlag("OOMSCOPE_FLIGHT", true);
+        c->signalReports = envFlag("OOMSCOPE_SIGNALS", true);
+        c->quiet = envFlag("OOMSCOPE_QUIET", false);
+        if (const char* ms = std::getenv("OOMSCOPE_OOM_EPISODE_MS"); ms && *ms)
+            c->oomEpisodeMs = uint32_t(std::strtoul(ms, nullptr, 10));
+        if (const char* mode = std::getenv("OOMSCOPE_CUPTI"); mode && *mode) {
+            const std::string m = mode;
+            c->cupti = m == "0" || m == "off" || m == "no" ? "off" : m == "1" || m == "on" || m == "yes" ? "on" : "auto";
+        }
+        if (const char* lib = std::getenv("OOMSCOPE_CUPTI_LIB"); lib && *lib)
+            c->cuptiLib = lib;
+        if (const char* ms = std::getenv("OOMSCOPE_SAMPLE_MS"); ms && *ms)
+            c->sampleMs = uint32_t(std::strtoul(ms, nullptr, 10));
+        return static_cast<const Config*>(c);
+    }();
+    return *config;
+}
+
+} // namespace oomscope::track

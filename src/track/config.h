@@ -1,0 +1,37 @@
+// Capture options from the environment (OOMSCOPE_*), read once, on first use, from any thread.
+// Never destroyed: hooks may run during static destruction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace oomscope::track {
+
+struct Config {
+    bool disabled = false;          // OOMSCOPE_DISABLE=1: every hook is a pass-through
+    size_t ringEvents = 1 << 20;    // OOMSCOPE_RING_EVENTS
+    int stackDepth = 32;            // OOMSCOPE_STACK_DEPTH (0: no stacks)
+    bool pythonFrames = true;       // OOMSCOPE_PYTHON_FRAMES=0: native frames only in Python processes
+    std::string outputDir;          // OOMSCOPE_OUTPUT_DIR, default: the working directory
+    bool exitReport = true;         // OOMSCOPE_EXIT_REPORT=0 turns the report at exit off
+    bool flight = true;             // OOMSCOPE_FLIGHT=0: the ring and live map in memory only, no
+                                    // flight-recorder file (see flight_file.h)
+    bool signalReports = true;      // OOMSCOPE_SIGNALS=0 installs no signal handlers
+    bool quiet = false;             // OOMSCOPE_QUIET=1: no notice on stderr when a report is written
+    uint32_t signalTimeoutMs = 10000;  // how long a fatal signal waits for its report
+    uint32_t oomEpisodeMs = 2000;   // OOMSCOPE_OOM_EPISODE_MS: failures closer than this are one episode
+    std::string cupti = "auto";     // OOMSCOPE_CUPTI=auto|on|off: the CUPTI cross-check (auto: on
+                                    // unless another subscriber holds CUPTI's one slot)
+    std::string cuptiLib;           // OOMSCOPE_CUPTI_LIB: the libcupti to load (default: searched)
+    uint32_t sampleMs = 0;          // OOMSCOPE_SAMPLE_MS: memory samples this often in programs without
+                                    // step events, taken by an allocation (0: none; run --check: 1000)
+
+    static const Config& get();
+};
+
+// Parses "1048576", "64Ki", "1Mi", "2GiB", "512MB"… into a count; false on garbage.
+bool parseSize(const char* text, uint64_t* out);
+bool envFlag(const char* name, bool fallback);
+
+} // namespace oomscope::track

@@ -1,0 +1,70 @@
+// What a framework adapter tells the recorder about its own allocator (PyTorch's caching
+// allocator: allocated vs reserved, segments and their blocks), as a small line protocol so
+// that the preload needs no JSON parser:
+//   device <index> allocated <bytes> reserved <bytes> [active <bytes>] [inactive_split <bytes>] [segments <n>]
+//          [largest_free <bytes>] [allocated_peak <bytes>] [expandable 0|1]
+//   segment <device> <address> <size> <stream> <kind>
+//   block <offset> <size> <state>[\t<file>\t<line>\t<function>…]
+//                                          (belongs to the segment above; the Python stack
+//                                          of the tensor in it, from PyTorch's history)
+//   frames <address> <file>\t<line>\t<function>[\t<file>\t<line>\t<function>…]
+//                                          (the Python stack that allocated the memory at
+//                                          <address>, innermost first: PyTorch's history)
+//   tensors <device> <bytes>\t<file>\t<line>\t<function>[…]
+//                                          (live blocks grouped by the Python stack of their
+//                                          allocation, at a step: PyTorch's history)
+// Unknown keys and lines are ignored (counted), so adapters and preload can evolve apart.
+#pragma once
+
+#include "report/model.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oomscope::track {
+
+struct FrameworkDevice {
+    int64_t device = 0;
+    uint64_t allocated = 0;
+    uint64_t reserved = 0;
+    std::optional<uint64_t> active;
+    std::optional<uint64_t> inactiveSplit;
+    std::optional<uint64_t> segmentCount;
+    std::optional<uint64_t> largestFree;  // given directly when segments are not sent
+    std::optional<uint64_t> allocatedPeak;
+    std::optional<bool> expandable;
+};
+
+
+struct PythonFrameText {
+    std::string file;
+    uint32_t line = 0;
+    std::string function;
+};
+
+struct TensorGroup {
+    int64_t device = 0;
+    uint64_t bytes = 0;
+    std::vector<PythonFrameText> frames;
+};
+
+struct FrameworkState {
+    std::string name;  // "torch"
+    std::vector<FrameworkDevice> devices;
+    std::vector<report::Segment> segments;
+    std::vector<std::pair<uint64_t, std::vector<PythonFrameText>>> allocationFrames;
+    // [segment][block]: the Python stack of each block, empty when not given.
+    std::vector<std::vector<std::vector<PythonFrameText>>> blockFrames;
+    std::vector<TensorGroup> tensorGroups;
+    size_t ignoredLines = 0;
+
+    const FrameworkDevice* device(int64_t index) const;
+    // The largest inactive block of a device's segments, when segments were given.
+    std::optional<uint64_t> largestFreeBlock(int64_t device) const;
+};
+
+FrameworkState parseFrameworkState(const char* name, const char* text);
+
+} // namespace oomscope::track

@@ -1,0 +1,241 @@
+#include "track/triggers.h"
+
+#include "track/config.h"
+#include "track/flight_file.h"
+#include "track/process_info.h"
+#include "track/recorder.h"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string>
+#include <unistd.h>
+
+namespace oomscope::track {
+namespace {
+
+constexpr int kSignals[] = {SIGTERM, SIGINT, SIGABRT};
+constexpr int kMaxSignal = 65;
+
+struct sigaction g_previous[kMaxSignal];
+std::atomic<bool> g_installed[kMaxSignal];
+std::atomic<bool> g_reported[kMaxSignal];
+
+// Agent: a thread that writes reports on behalf of signal handlers, which must not allocate.
+int g_requestPipe[2] = {-1, -1};
+int g_donePipe[2] = {-1, -1};
+std::atomic<bool> g_agentRunning{false};
+std::atomic<bool> g_active{false};
+// Set once by the thread that starts the recorder, read by the agent, at exit and around fork
+// on any thread: published with release, read with acquire.
+std::atomic<Recorder*> g_recorder{nullptr};
+
+Recorder* recorderOrNull()
+{
+    return g_recorder.load(std::memory_order_acquire);
+}
+
+const char* signalName(int sig)
+{
+    switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGABRT: return "SIGABRT";
+    default: return "signal";
+    }
+}
+
+void* agentMain(void*)
+{
+    for (;;) {
+        unsigned char sig = 0;
+        const ssize_t n = read(g_requestPipe[0], &sig, 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return nullptr;
+        Recorder* recorder = recorderOrNull();
+        if (recorder && processActive()) {
+            TriggerInfo trigger;
+            trigger.kind = TriggerKind::Signal;
+            trigger.reason = std::string("received ") + signalName(sig);
+            // The report holds what the file would: the file goes once the report is there.
+            if (!recorder->dump(trigger).empty())
+                if (FlightFile* flight = FlightFile::active())
+                    flight->remove();
+        }
+        const unsigned char done = sig;
+        while (write(g_donePipe[1], &done, 1) < 0 && errno == EINTR) {
+        }
+    }
+}
+
+bool startAgent()
+{
+    if (pipe2(g_requestPipe, O_CLOEXEC) != 0)
+        return false;
+    if (pipe2(g_donePipe, O_CLOEXEC) != 0) {
+        close(g_requestPipe[0]);
+        close(g_requestPipe[1]);
+        return false;
+    }
+    // The agent blocks every signal: a process-directed signal is never handled on the thread
+    // that has to write its report.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    const bool ok = pthread_create(&thread, &attr, agentMain, nullptr) == 0;
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (ok) {
+        pthread_setname_np(thread, "oomscope-agent");
+        g_agentRunning.store(true, std::memory_order_release);
+    }
+    return ok;
+}
+
+// Async-signal-safe: only write, poll, read, sigaction and raise.
+void onSignal(int sig, siginfo_t* info, void* context)
+{
+    const int savedErrno = errno;
+    if (sig > 0 && sig < kMaxSignal && !g_reported[sig].exchange(true) && g_agentRunning.load(std::memory_order_acquire) &&
+        processActive()) {
+        const unsigned char byte = static_cast<unsigned char>(sig);
+        if (write(g_requestPipe[1], &byte, 1) == 1) {
+            pollfd pfd{g_donePipe[0], POLLIN, 0};
+            const int timeout = int(Config::get().signalTimeoutMs);
+            int rc;
+            do {
+                rc = poll(&pfd, 1, timeout);
+            } while (rc < 0 && errno == EINTR);
+            unsigned char done;
+            if (rc > 0)
+                (void)!read(g_donePipe[0], &done, 1);
+        }
+    }
+    const struct sigaction& previous = g_previous[sig];
+    if (previous.sa_flags & SA_SIGINFO) {
+        if (previous.sa_sigaction) {
+            errno = savedErrno;
+            previous.sa_sigaction(sig, info, context);
+            return;
+        }
+    } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+        errno = savedErrno;
+        previous.sa_handler(sig);
+        return;
+    }
+    // Default disposition: put it back and let the signal do what it would have done. The
+    // signal is blocked while this handler runs, so it is delivered when we return.
+    sigaction(sig, &previous, nullptr);
+    raise(sig);
+    errno = savedErrno;
+}
+
+void installSignalHandlers()
+{
+    for (int sig : kSignals) {
+        struct sigaction current {};
+        if (sigaction(sig, nullptr, &current) != 0)
+            continue;
+        // An ignored signal stays ignored: installing a handler would change what it does.
+        if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN)
+            continue;
+        g_previous[sig] = current;
+        struct sigaction ours {};
+        ours.sa_sigaction = onSignal;
+        ours.sa_flags = SA_SIGINFO | SA_RESTART | (current.sa_flags & SA_ONSTACK);
+        sigemptyset(&ours.sa_mask);
+        if (sigaction(sig, &ours, nullptr) == 0)
+            g_installed[sig].store(true);
+    }
+}
+
+void onExit()
+{
+    Recorder* recorder = recorderOrNull();
+    if (recorder && processActive() && Config::get().exitReport) {
+        TriggerInfo trigger;
+        trigger.kind = TriggerKind::Exit;
+        trigger.reason = "normal exit";
+        recorder->dump(trigger);
+    }
+    // A clean end: the flight-recorder file is not evidence of anything.
+    if (FlightFile* flight = FlightFile::active())
+        flight->remove();
+}
+
+
+void forkPrepare()
+{
+    if (Recorder* recorder = recorderOrNull())
+        recorder->lockAllForFork();
+}
+
+void forkParent()
+{
+    if (Recorder* recorder = recorderOrNull())
+        recorder->unlockAllAfterFork();
+}
+
+void forkChild()
+{
+    resetThreadIdAfterFork();
+    if (Recorder* recorder = recorderOrNull())
+        recorder->unlockAllInChild();
+    // The child has no agent thread and did not make the parent's allocations: it writes
+    // nothing unless it records CUDA activity of its own, and its signals go straight on.
+    g_agentRunning.store(false, std::memory_order_release);
+    g_active.store(false, std::memory_order_release);
+    for (int fd : {g_requestPipe[0], g_requestPipe[1], g_donePipe[0], g_donePipe[1]}) {
+        if (fd >= 0)
+            close(fd);
+    }
+    g_requestPipe[0] = g_requestPipe[1] = g_donePipe[0] = g_donePipe[1] = -1;
+}
+
+} // namespace
+
+bool processActive()
+{
+    return g_active.load(std::memory_order_acquire);
+}
+
+void markProcessActive()
+{
+    if (!g_active.load(std::memory_order_relaxed))
+        g_active.store(true, std::memory_order_release);
+}
+
+void installTriggers(Recorder& recorder)
+{
+    g_recorder.store(&recorder, std::memory_order_release);
+    pthread_atfork(forkPrepare, forkParent, forkChild);
+    std::atexit(onExit);
+    if (Config::get().signalReports && startAgent())
+        installSignalHandlers();
+}
+
+const char* requestDump(const char* reason)
+{
+    static thread_local std::string last;
+    Recorder* recorder = Recorder::get();
+    if (!recorder)
+        return "";
+    TriggerInfo trigger;
+    trigger.kind = TriggerKind::Request;
+    trigger.reason = reason && *reason ? reason : "requested";
+    last = recorder->dump(trigger);
+    return last.c_str();
+}
+
+} // namespace oomscope::track
