@@ -4,6 +4,8 @@
 // functions at 100 depths), so symbolization is part of the figure.
 //
 //   OOMSCOPE_OUTPUT_DIR=DIR bench_dump        (prints the path of the report it wrote)
+#include "interpret/report_builder.h"
+#include "preload/report_writer.h"
 #include "track/recorder.h"
 
 #include <chrono>
@@ -50,7 +52,11 @@ int main()
 {
     setenv("OOMSCOPE_EXIT_REPORT", "0", 1);
     setenv("OOMSCOPE_QUIET", "1", 1);
-    Recorder& r = *Recorder::start();  // as in the preload: the unwinder set up, the triggers installed
+    // As in the preload: the unwinder set up, the triggers installed, the preload's writer.
+    Recorder& r = *Recorder::start([](Recorder& recorder) {
+        static oomscope::preload::PreloadReportWriter writer;
+        recorder.setWriter(&writer);
+    });
     g_recorder = &r;
     const ApiId alloc = r.registerApi("cudaMalloc");
     const ApiId freeApi = r.registerApi("cudaFree");
@@ -60,7 +66,7 @@ int main()
     const auto t1 = std::chrono::steady_clock::now();
     // 100 k live allocations over the 10 k stacks, then alloc/free pairs until the ring has
     // seen more than its 1 Mi events.
-    AllocRecord rec;
+    Allocation rec;
     rec.api = alloc;
     rec.device = 0;
     rec.size = 1 << 20;
@@ -76,8 +82,8 @@ int main()
         r.recordFree(freeApi, rec.address, 0);
     }
     TriggerInfo trigger;
-    trigger.kind = TriggerKind::Oom;
-    AllocRecord failed = rec;
+    trigger.kind = oomscope::report::TriggerKind::Oom;
+    Allocation failed = rec;
     failed.size = uint64_t(80) << 30;
     trigger.failed = failed;
     trigger.error = 2;
@@ -86,9 +92,12 @@ int main()
     const auto t2 = std::chrono::steady_clock::now();
     const std::string path = r.dump(trigger);
     const auto t3 = std::chrono::steady_clock::now();
-    const size_t rows = r.buildReport(trigger).timeline.rows.size();
+    const oomscope::track::TrackImage image = r.snapshot();
     const auto t4 = std::chrono::steady_clock::now();
-    std::printf("dump: building the model of %zu rows takes %.0f ms of it (warm)\n", rows, ms(t3, t4));
+    const size_t rows = oomscope::interpret::buildReport(image, trigger, {}).timeline.rows.size();
+    const auto t5 = std::chrono::steady_clock::now();
+    std::printf("dump: the snapshot takes %.0f ms of it and building the model of %zu rows %.0f ms (warm)\n",
+                ms(t3, t4), rows, ms(t4, t5));
     struct stat st {};
     stat(path.c_str(), &st);
     std::printf("dump: %.0f ms from trigger to report on disk (%zu distinct stacks, %zu live allocations, %llu "

@@ -74,7 +74,7 @@ int main(int argc, char** argv)
     event.size = 4096;
     auto recorderPairs = [&](Recorder& r) {
         return [&r, allocApi, freeApi](int n) {
-            AllocRecord rec;
+            Allocation rec;
             rec.api = allocApi;
             rec.device = 0;
             rec.size = 4096;

@@ -38,7 +38,7 @@ double rate(Own&& own, ApiId alloc, ApiId freeApi, int n, int pairs)
     for (int t = 0; t < n; ++t) {
         pool.emplace_back([&, t] {
             Recorder& r = own(t);
-            AllocRecord rec;
+            Allocation rec;
             rec.api = alloc;
             rec.device = 0;
             rec.size = 4096;

@@ -1,7 +1,7 @@
 #include "cupti/backend.h"
 
 #include "cupti/calls.h"
-#include "interpose/capture.h"
+#include "interpose/recording.h"
 #include "interpose/hooks.h"
 #include "track/config.h"
 #include "track/process_info.h"
@@ -165,13 +165,13 @@ void recordCall(const Call& c)
         return;
     State& s = state();
     const CallSpec& spec = *c.spec;
-    track::AllocRecord a;
+    track::Allocation a;
     a.api = oi::apiOf(spec.hook);
     a.kind = spec.kind;
     a.device = c.device >= 0 ? c.device : oi::currentDevice(oi::Family::Driver);
     a.stream = c.stream;
     const bool ok = c.result == 0;
-    auto missed = [&](const track::AllocRecord& rec) {
+    auto missed = [&](const track::Allocation& rec) {
         s.missed.fetch_add(1, std::memory_order_relaxed);
         s.missedBytes.fetch_add(rec.size, std::memory_order_relaxed);
         const uint32_t i = s.missedNext.fetch_add(1, std::memory_order_relaxed);
@@ -180,7 +180,7 @@ void recordCall(const Call& c)
             slot.api = rec.api.value();
             slot.device = rec.device;
             slot.size = rec.size;
-            slot.address = rec.address;
+            slot.address = rec.address ? rec.address : rec.handle;
             slot.timeNs = track::monotonicNs();
             slot.stack = rec.stack.value();
             slot.ready.store(true, std::memory_order_release);
@@ -195,13 +195,14 @@ void recordCall(const Call& c)
             r->recordFailure(a, c.result, oi::isOutOfMemory(oi::Family::Driver, c.result));
             return;
         }
-        a.address = c.address;
         a.size = c.size;
         if (spec.op == Op::Alloc) {
+            a.address = c.address;
             if (c.handle)
                 oi::notePool(reinterpret_cast<const void*>(c.handle));
             r->recordAlloc(a);
         } else {
+            a.handle = c.address;  // cuMemCreate's handle (calls.cpp)
             r->recordVmmCreate(a);
         }
         noteCuptiOrigin(c.address);
@@ -222,18 +223,12 @@ void recordCall(const Call& c)
     case Op::VmmUnmap: r->recordVmmUnmap(a.api, c.address, c.size); return;
     case Op::Reserve:
     case Op::AddressFree:
-        if (ok && c.address) {
-            a.address = c.address;
-            a.size = c.size;
-            r->recordTimelineOnly(track::EventKind::Marker, a);
-        }
+        if (ok && c.address)
+            r->recordEvent(track::Event::addressRange(a.api.value(), a.device, c.address, c.size));
         return;
     case Op::PoolTrim:
-        if (ok) {
-            a.address = c.handle;
-            a.size = c.size;
-            r->recordTimelineOnly(track::EventKind::PoolTrim, a);
-        }
+        if (ok)
+            r->recordEvent(track::Event::poolTrim(a.api.value(), a.device, c.handle, c.size));
         return;
     }
 }

@@ -1,7 +1,7 @@
 // The CUPTI doors of the preload: the program's cuptiSubscribe (we step aside first) and the
 // driver's injection entry point (CUDA_INJECTION64_PATH=…/liboomscope.so).
 #include "cupti/backend.h"
-#include "interpose/capture.h"
+#include "interpose/recording.h"
 #include "interpose/hooks.h"
 
 #include <cupti_result.h>

@@ -1,6 +1,6 @@
 #include "interpose/device_probe.h"
 
-#include "interpose/capture.h"
+#include "interpose/recording.h"
 #include "report/model.h"
 
 #include <cstdio>
@@ -123,7 +123,7 @@ std::vector<report::Pool> DriverDeviceProbe::probePools(const std::vector<uint64
     int count = 0;
     if (!getAttribute || !getCount || getCount(&count) != CUDA_SUCCESS)
         return pools;
-    auto add = [&](CUmemoryPool pool, int device, const char* role) {
+    auto add = [&](CUmemoryPool pool, int device, report::PoolRole role) {
         for (const report::Pool& p : pools) {
             if (p.handle == uint64_t(reinterpret_cast<uintptr_t>(pool)))
                 return;
@@ -158,18 +158,18 @@ std::vector<report::Pool> DriverDeviceProbe::probePools(const std::vector<uint64
             continue;  // never create a pool (or a context) on an idle device
         CUmemoryPool pool = nullptr;
         if (currentPool && currentPool(&pool, dev) == CUDA_SUCCESS && pool)
-            add(pool, dev, "current");
+            add(pool, dev, report::PoolRole::Current);
         if (defaultPool && defaultPool(&pool, dev) == CUDA_SUCCESS && pool) {
             // The current pool is usually the default one: name it by its role.
             for (report::Pool& p : pools) {
                 if (p.handle == uint64_t(reinterpret_cast<uintptr_t>(pool)))
-                    p.role = "default";
+                    p.role = report::PoolRole::Default;
             }
-            add(pool, dev, "default");
+            add(pool, dev, report::PoolRole::Default);
         }
     }
     for (uint64_t handle : explicitPools)
-        add(reinterpret_cast<CUmemoryPool>(uintptr_t(handle)), -1, "explicit");
+        add(reinterpret_cast<CUmemoryPool>(uintptr_t(handle)), -1, report::PoolRole::Explicit);
     return pools;
 }
 

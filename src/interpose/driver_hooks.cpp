@@ -1,7 +1,7 @@
 // Wrappers of the CUDA driver's allocation functions (libcuda.so.1), reached as exported
 // symbols or, far more often, through the entry-point doors (entry_points.cpp). One line each,
 // but for VMM, whose accounting lives in track/vmm_table.
-#include "interpose/capture.h"
+#include "interpose/recording.h"
 #include "interpose/hooks.h"
 
 using oomscope::interpose::allocHook;
@@ -30,16 +30,12 @@ inline uint64_t streamId(CUstream stream)
 }
 
 
-// An event for the timeline only: address-space reservations, pool trims.
-void timelineOnly(oomscope::track::Recorder* r, oomscope::track::EventKind kind, HookId id, uint64_t address,
-                  uint64_t size)
+using oomscope::track::Event;
+
+// An address-space reservation or release: a timeline marker, nothing live.
+void addressRange(oomscope::track::Recorder* r, HookId id, uint64_t address, uint64_t size)
 {
-    oomscope::track::AllocRecord rec;
-    rec.api = oi::apiOf(id);
-    rec.address = address;
-    rec.size = size;
-    rec.device = oi::currentDevice(oi::Family::Driver);
-    r->recordTimelineOnly(kind, rec);
+    r->recordEvent(Event::addressRange(oi::apiOf(id).value(), oi::currentDevice(oi::Family::Driver), address, size));
 }
 
 // The hook is outermost and recording: the recorder, else null.
@@ -140,7 +136,8 @@ OOMSCOPE_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKee
     oi::HookScope scope;
     const CUresult rc = real(pool, minBytesToKeep);
     if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS)
-        timelineOnly(r, oomscope::track::EventKind::PoolTrim, HookId::cuMemPoolTrimTo, toU64(pool), minBytesToKeep);
+        r->recordEvent(Event::poolTrim(oi::apiOf(HookId::cuMemPoolTrimTo).value(), oi::currentDevice(oi::Family::Driver),
+                                       toU64(pool), minBytesToKeep));
     return rc;
 }
 
@@ -155,7 +152,7 @@ OOMSCOPE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
     oi::HookScope scope;
     const CUresult rc = real(handle, size, prop, flags);
     if (auto* r = recordingRecorder(scope)) {
-        oomscope::track::AllocRecord rec;
+        oomscope::track::Allocation rec;
         rec.api = oi::apiOf(HookId::cuMemCreate);
         rec.kind = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? MemKind::Device : MemKind::HostPinned;
         rec.device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
@@ -163,7 +160,7 @@ OOMSCOPE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
         rec.size = size;
         rec.stack = r->captureStack();
         if (rc == CUDA_SUCCESS && handle) {
-            rec.address = uint64_t(*handle);
+            rec.handle = uint64_t(*handle);
             r->recordVmmCreate(rec);
         } else {
             // PyTorch probes for a fabric-exportable handle first and gets an error that is
@@ -217,9 +214,8 @@ OOMSCOPE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size
         return oi::unresolvedResult<CUresult>();
     oi::HookScope scope;
     const CUresult rc = real(ptr, size, alignment, addr, flags);
-    // Address space is not memory: a timeline marker, nothing live.
     if (auto* r = recordingRecorder(scope); r && rc == CUDA_SUCCESS && ptr)
-        timelineOnly(r, oomscope::track::EventKind::Marker, HookId::cuMemAddressReserve, uint64_t(*ptr), size);
+        addressRange(r, HookId::cuMemAddressReserve, uint64_t(*ptr), size);
     return rc;
 }
 
@@ -230,7 +226,7 @@ OOMSCOPE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
         return oi::unresolvedResult<CUresult>();
     oi::HookScope scope;
     if (auto* r = recordingRecorder(scope))
-        timelineOnly(r, oomscope::track::EventKind::Marker, HookId::cuMemAddressFree, uint64_t(ptr), size);
+        addressRange(r, HookId::cuMemAddressFree, uint64_t(ptr), size);
     return real(ptr, size);
 }
 

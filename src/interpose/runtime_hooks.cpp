@@ -1,6 +1,6 @@
 // Wrappers of the CUDA runtime's allocation functions (libcudart.so.13). One line each: the
 // helpers in hooks.h call the real function, read the result and record.
-#include "interpose/capture.h"
+#include "interpose/recording.h"
 #include "interpose/hooks.h"
 
 using oomscope::interpose::allocHook;

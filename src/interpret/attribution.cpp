@@ -1,8 +1,10 @@
 #include "interpret/attribution.h"
 
+#include "track/frame_word.h"
+
 #include <cstring>
 
-namespace oomscope::track {
+namespace oomscope::interpret {
 namespace {
 
 std::string baseName(const std::string& path)
@@ -25,39 +27,53 @@ bool isCudaModule(const std::string& path)
            startsWith(base, "liboomscope") || startsWith(base, "libcupti") || startsWith(base, "libffi") || startsWith(base, "_ctypes");
 }
 
-const char* classifySource(const std::string& path)
+Source classifySource(const std::string& path)
 {
     // By the library's own name first: wheels put libcublas & co. under any prefix (a venv
     // named /opt/torch/.venv holds JAX and CuPy too), so folder names alone decide nothing.
     const std::string base = baseName(path);
     if (startsWith(base, "libnccl"))
-        return "nccl";
+        return Source::Nccl;
     if (startsWith(base, "libcublas"))
-        return "cublas";
+        return Source::Cublas;
     if (startsWith(base, "libcudnn"))
-        return "cudnn";
+        return Source::Cudnn;
     if (startsWith(base, "libc10") || startsWith(base, "libtorch") || path.find("/site-packages/torch/") != std::string::npos ||
         path.find("/dist-packages/torch/") != std::string::npos)
-        return "torch";
+        return Source::Torch;
     if (path.find("/jaxlib/") != std::string::npos || path.find("/jax_plugins/") != std::string::npos ||
         path.find("/jax/") != std::string::npos || base.find("xla") != std::string::npos)
-        return "jax";
+        return Source::Jax;
     if (path.find("/cupy/") != std::string::npos || path.find("/cupy_backends/") != std::string::npos ||
         startsWith(base, "cupy"))
-        return "cupy";
-    return "other";
+        return Source::Cupy;
+    return Source::Other;
 }
 
-const char* classifyPythonModule(const std::string& name)
+Source classifyPythonModule(const std::string& name)
 {
     const std::string top = name.substr(0, name.find('.'));
     if (top == "torch")
-        return "torch";
+        return Source::Torch;
     if (top == "jax" || top == "jaxlib" || top == "flax" || top == "optax")
-        return "jax";
+        return Source::Jax;
     if (top == "cupy" || top == "cupyx" || top == "cupy_backends")
-        return "cupy";
-    return "other";
+        return Source::Cupy;
+    return Source::Other;
 }
 
-} // namespace oomscope::track
+Source sourceOfFrames(const std::vector<uint64_t>& frames, const std::function<std::string(uint64_t)>& pathOf,
+                      const std::function<std::string(uint64_t)>& pythonModuleOf)
+{
+    for (uint64_t word : frames) {
+        if (track::isPythonFrame(word))
+            return classifyPythonModule(pythonModuleOf(word));
+        const std::string path = pathOf(word);
+        if (path.empty() || isCudaModule(path))
+            continue;
+        return classifySource(path);
+    }
+    return Source::Other;
+}
+
+} // namespace oomscope::interpret

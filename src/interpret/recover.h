@@ -1,15 +1,16 @@
-// `oomscope recover`: a flight-recorder file (flight_file.h) left by a process that ended
-// without writing a report, turned into one. Stacks are symbolized from the files the process
-// had mapped, read from disk now (the same machine, or one with the same files).
+// `oomscope recover`: the flight-recorder file (src/track/flight_format.h) of a process that
+// ended without writing a report, turned into one by the report builder. Stacks are
+// symbolized from the files the process had mapped, read from disk now (the same machine, or
+// one with the same files).
 #pragma once
 
 #include "report/model.h"
 
 #include <string>
 
-namespace oomscope::track {
+namespace oomscope::interpret {
 
 // false with *error (one line) when the file cannot be read or is not a flight file.
 bool recoverReport(const std::string& flightPath, report::Report* out, std::string* error);
 
-} // namespace oomscope::track
+} // namespace oomscope::interpret

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace oomscope::track {
+namespace oomscope::interpret {
 namespace {
 
 // A read-only mapping of a whole file, released on scope exit.
@@ -162,4 +162,15 @@ ResolvedFrame Symbolizer::resolve(uint64_t pc)
     return frame;
 }
 
-} // namespace oomscope::track
+int findModule(const std::vector<LoadedModule>& modules, uint64_t address)
+{
+    for (size_t i = 0; i < modules.size(); ++i) {
+        for (const auto& [begin, end] : modules[i].ranges) {
+            if (address >= begin && address < end)
+                return int(i);
+        }
+    }
+    return -1;
+}
+
+} // namespace oomscope::interpret

@@ -4,7 +4,7 @@
 // Not thread-safe: one Symbolizer per dump.
 #pragma once
 
-#include "track/module_map.h"
+#include "track/image.h"
 
 #include <cstdint>
 #include <map>
@@ -12,7 +12,13 @@
 #include <string>
 #include <vector>
 
-namespace oomscope::track {
+namespace oomscope::interpret {
+
+using track::LoadedModule;
+
+// Index into modules of the module holding address, or -1.
+int findModule(const std::vector<LoadedModule>& modules, uint64_t address);
+
 
 class ElfSymbols {
 public:
@@ -53,4 +59,4 @@ private:
 
 std::string demangle(const char* name);
 
-} // namespace oomscope::track
+} // namespace oomscope::interpret

@@ -1,6 +1,5 @@
-// The oomscope_* C API (include/oomscope/oomscope.h), and the preload's constructor. Exported;
-// never throws.
-#include "interpose/capture.h"
+// The oomscope_* C API (include/oomscope/oomscope.h). Exported; never throws.
+#include "interpose/recording.h"
 #include "oomscope/oomscope.h"
 #include "track/config.h"
 #include "track/framework_state.h"
@@ -10,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <sys/stat.h>
 
 #ifndef OOMSCOPE_VERSION
 #define OOMSCOPE_VERSION "0.0.0"
@@ -22,39 +20,6 @@ namespace rec = oomscope::track;
 namespace {
 
 thread_local std::string t_lastPath;
-
-std::string ownDirectory()
-{
-    Dl_info info{};
-    if (!dladdr(reinterpret_cast<void*>(&ownDirectory), &info) || !info.dli_fname)
-        return {};
-    std::string path = info.dli_fname;
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
-}
-
-// In a Python process, put the adapter's folder (<prefix>/share/oomscope/python, beside
-// <prefix>/lib/liboomscope.so) first on PYTHONPATH: the interpreter reads it after the
-// constructors of preloaded objects run, so plain LD_PRELOAD gets the PyTorch adapter too.
-// Any other process: one failed symbol lookup, nothing else.
-__attribute__((constructor)) void onLoad()
-{
-    if (rec::Config::get().disabled || !rec::envFlag("OOMSCOPE_TORCH", true))
-        return;
-    if (!oi::realDlsym(RTLD_DEFAULT, "Py_InitializeFromConfig") && !oi::realDlsym(RTLD_DEFAULT, "Py_Initialize"))
-        return;
-    const std::string dir = ownDirectory() + "/../share/oomscope/python";
-    struct stat st {};
-    if (stat((dir + "/sitecustomize.py").c_str(), &st) != 0)
-        return;
-    const char* old = std::getenv("PYTHONPATH");
-    if (old && std::strstr(old, "share/oomscope/python"))
-        return;  // oomscope run already put it there
-    std::string value = dir;
-    if (old && *old)
-        value += ":" + std::string(old);
-    setenv("PYTHONPATH", value.c_str(), 1);
-}
 
 } // namespace
 
@@ -99,8 +64,8 @@ OOMSCOPE_EXPORT void oomscope_mark(const char* label)
         if (!oi::enabled() || !label)
             return;
         if (rec::Recorder* r = oi::recorder()) {
-            // Labels become API names of marker events; the table is bounded, the copy kept.
-            r->recordMarker(rec::EventKind::Marker, r->registerApi(strdup(label)), 0);
+            // Labels become API names of marker events (the table is bounded).
+            r->recordEvent(rec::Event::label(r->registerApi(label).value()));
         }
     } catch (...) {
     }

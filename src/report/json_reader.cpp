@@ -1,5 +1,6 @@
 #include "report/json_reader.h"
 
+#include "report/fields.h"
 #include "report/huge_pages.h"
 
 #include <charconv>
@@ -9,7 +10,10 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
+#include <type_traits>
 #include <string_view>
 #include <sys/stat.h>
 
@@ -146,53 +150,31 @@ private:
     std::string m_path;
 };
 
-std::vector<std::string> readStrings(const Value& v)
-{
-    std::vector<std::string> out;
-    v.forEach([&](const Value& e) { out.push_back(e.str()); });
-    return out;
-}
+// What the rows' own reader saw (the fast path, or the parse callback of the slow one), to be
+// checked against the columns once they are read.
+struct RowsRead {
+    Timeline rows;
+    size_t width = 0;                  // of the first row
+    std::optional<size_t> firstOther;  // the first row of another width
+    void saw(size_t index, size_t rowWidth)
+    {
+        if (index == 0)
+            width = rowWidth;
+        else if (rowWidth != width && !firstOther)
+            firstOther = index;
+    }
+};
 
-std::map<std::string, uint64_t> readCounts(const Value& v)
-{
-    v.expectObject();
-    std::map<std::string, uint64_t> out;
-    for (auto it = v.json().begin(); it != v.json().end(); ++it)
-        out[it.key()] = Value(it.value(), v.path() + "." + it.key()).u64();
-    return out;
-}
-
-MemoryRow readMemoryRow(const Value& v)
-{
-    MemoryRow row;
-    row.device = v.at("device").i64();
-    row.trackedBytes = v.at("tracked_bytes").u64();
-    row.peakTrackedBytes = v.at("peak_tracked_bytes").u64();
-    row.allocatedBytes = v.at("allocated_bytes").optU64();
-    row.reservedBytes = v.at("reserved_bytes").optU64();
-    row.fragmentedBytes = v.at("fragmented_bytes").optU64();
-    row.largestFreeBlockBytes = v.at("largest_free_block_bytes").optU64();
-    row.untrackedBytes = v.at("untracked_bytes").optU64();
-    row.bySource = readCounts(v.at("by_source"));
-    row.byKind = readCounts(v.at("by_kind"));
-    return row;
-}
-
-std::vector<MemoryRow> readMemoryRows(const Value& v)
-{
-    std::vector<MemoryRow> rows;
-    v.forEach([&](const Value& e) { rows.push_back(readMemoryRow(e)); });
-    return rows;
-}
+constexpr size_t kMaxWidth = Timeline::kWidth + 1;
 
 // One timeline row, checked, into tl (its names interned there). A million rows: the common
 // case reads the values directly; the path of a value is only spelled out for an error.
-void readTimelineRow(const Json& j, size_t index, Timeline* tl)
+void readTimelineRow(const Json& j, size_t index, RowsRead* read)
 {
-    constexpr size_t kWidth = sizeof(Timeline::kColumns) / sizeof(Timeline::kColumns[0]);
+    Timeline* tl = &read->rows;
     auto path = [&] { return "timeline.rows[" + std::to_string(index) + "]"; };
-    if (!j.is_array() || j.size() != kWidth)
-        failAt(path(), "expected a row of " + std::to_string(kWidth) + " values");
+    if (!j.is_array() || (j.size() != Timeline::kWidth && j.size() != kMaxWidth))
+        failAt(path(), "expected a row of " + std::to_string(Timeline::kWidth) + " values");
     auto slow = [&](size_t i) { return Value(j[i], path() + "[" + std::to_string(i) + "]"); };
     auto u64 = [&](size_t i) { return j[i].is_number_unsigned() ? j[i].get<uint64_t>() : slow(i).u64(); };
     auto u32 = [&](size_t i) {
@@ -221,62 +203,179 @@ void readTimelineRow(const Json& j, size_t index, Timeline* tl)
     row.stack = u32(7);
     row.thread = u32(8);
     row.error = i32(9);
+    if (j.size() == kMaxWidth)
+        row.handle = u64(10);
     if (tl->names.size() > 60000)
         failAt(path(), "too many distinct event and API names");
+    read->saw(index, j.size());
     tl->rows.push_back(row);
 }
 
-// rowsRead: the rows, already taken out of the document while it was parsed (a million rows
-// as a DOM cost seconds and half a gigabyte), or null to read them from v.
-void readTimeline(const Value& v, Timeline* tl, Timeline* rowsRead)
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <class T>
+struct IsVector : std::false_type {};
+template <class T>
+struct IsVector<std::vector<T>> : std::true_type {};
+template <class T>
+struct IsMap : std::false_type {};
+template <class K, class V>
+struct IsMap<std::map<K, V>> : std::true_type {};
+template <class T>
+struct IsAbsentWhenEmpty : std::false_type {};
+template <class T>
+struct IsAbsentWhenEmpty<fields::AbsentWhenEmpty<T>> : std::true_type {};
+
+template <class E>
+E readEnum(const Value& v)
 {
-    const Value columns = v.at("columns");
-    const std::vector<std::string> names = readStrings(columns);
-    constexpr size_t kWidth = sizeof(Timeline::kColumns) / sizeof(Timeline::kColumns[0]);
-    if (names.size() != kWidth)
-        failAt(columns.path(), "expected " + std::to_string(kWidth) + " columns");
-    for (size_t i = 0; i < kWidth; ++i) {
-        if (names[i] != Timeline::kColumns[i])
-            failAt(columns.path() + "[" + std::to_string(i) + "]",
-                   "expected \"" + std::string(Timeline::kColumns[i]) + "\", got \"" + names[i] + "\"");
-    }
-    if (rowsRead) {
-        tl->names = std::move(rowsRead->names);
-        tl->rows = std::move(rowsRead->rows);
-        if (!v.json().contains("rows") || !v.at("rows").json().is_array())
-            failAt(v.path() + ".rows", "expected an array");
-    } else {
-        const Value rows = v.at("rows");
-        tl->rows.reserve(rows.arraySize());
-        for (size_t i = 0; i < rows.arraySize(); ++i)
-            readTimelineRow(rows.json()[i], i, tl);
-    }
-    tl->capacity = v.at("capacity").u64();
-    tl->pushed = v.at("pushed").u64();
-    tl->dropped = v.at("dropped").u64();
+    const std::string name = v.str();
+    E out{};
+    if (parseEnum(name, &out))
+        return out;
+    std::string expected;
+    for (const char* n : EnumNames<E>::names)
+        expected += (expected.empty() ? "" : ", ") + std::string(n);
+    failAt(v.path(), "expected one of " + expected + ", got \"" + name + "\"");
 }
 
-Frame readFrame(const Value& v)
-{
-    Frame f;
-    const std::string kind = v.at("kind").str();
-    if (kind == "python") {
-        f.kind = Frame::Kind::Python;
-        f.file = v.at("file").str();
-        f.line = v.at("line").u32();
-        f.function = v.at("function").str();
-    } else if (kind == "native") {
-        f.kind = Frame::Kind::Native;
-        f.module = v.at("module").optU32();
-        f.offset = v.at("offset").u64();
-        f.symbol = v.at("symbol").str();
-    } else {
-        failAt(v.path() + ".kind", "expected \"native\" or \"python\", got \"" + kind + "\"");
-    }
-    return f;
-}
+// Walks the field table (fields.h) over one JSON object, reading each field strictly: a
+// missing key of the first revision, a wrong type or a value out of range is an error with
+// its path.
+class ReadVisitor {
+public:
+    ReadVisitor(const Value& object, RowsRead* rowsRead) : m_object(object), m_rowsRead(rowsRead) {}
 
-void readAll(const Value& root, Report* r, Timeline* rowsRead)
+    template <class T>
+    void operator()(const char* key, T&& member, int since)
+    {
+        using M = std::remove_cvref_t<T>;
+        const bool present = m_object.json().contains(key);
+        if constexpr (IsAbsentWhenEmpty<M>::value) {
+            member.value.reset();
+            if (present) {
+                typename std::remove_cvref_t<decltype(member.value)>::value_type inner{};
+                read(m_object.at(key), inner);
+                member.value = std::move(inner);
+            }
+        } else {
+            if (!present && since > fields::kFirst)
+                return;  // a report from before the key existed: the default stands
+            read(m_object.at(key), member);
+        }
+    }
+
+    template <class T>
+    void read(const Value& v, T& x)
+    {
+        if constexpr (std::is_same_v<T, std::string>) {
+            x = v.str();
+        } else if constexpr (std::is_same_v<T, bool>) {
+            x = v.boolean();
+        } else if constexpr (std::is_enum_v<T>) {
+            x = readEnum<T>(v);
+        } else if constexpr (std::is_same_v<T, uint64_t>) {
+            x = v.u64();
+        } else if constexpr (std::is_same_v<T, uint32_t>) {
+            x = v.u32();
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+            x = v.i64();
+        } else if constexpr (std::is_same_v<T, int32_t>) {
+            x = v.i32();
+        } else if constexpr (IsOptional<T>::value) {
+            x.reset();
+            if (!v.isNull()) {
+                typename T::value_type inner{};
+                read(v, inner);
+                x = std::move(inner);
+            }
+        } else if constexpr (IsVector<T>::value) {
+            x.clear();
+            v.forEach([&](const Value& e) {
+                typename T::value_type element{};
+                read(e, element);
+                x.push_back(std::move(element));
+            });
+        } else if constexpr (IsMap<T>::value) {
+            readMap(v, x);
+        } else {
+            v.expectObject();
+            ReadVisitor inner(v, m_rowsRead);
+            fields::describe(inner, x);
+        }
+    }
+
+    void read(const Value& v, fields::TimelineColumns<Timeline>& columns)
+    {
+        const size_t n = v.arraySize();
+        if (n != Timeline::kWidth && !(n == kMaxWidth && v.at(Timeline::kWidth).json() == Timeline::kHandleColumn))
+            failAt(v.path(), "expected " + std::to_string(Timeline::kWidth) + " columns");
+        for (size_t i = 0; i < Timeline::kWidth; ++i) {
+            const std::string name = v.at(i).str();
+            if (name != Timeline::kColumns[i])
+                failAt(v.at(i).path(), "expected \"" + std::string(Timeline::kColumns[i]) + "\", got \"" + name + "\"");
+        }
+        m_columns = n;
+        (void)columns;
+    }
+
+    void read(const Value& v, fields::TimelineRows<Timeline>& rows)
+    {
+        v.arraySize();  // an array, whichever reader took its rows
+        Timeline* tl = &rows.timeline;
+        RowsRead local;
+        RowsRead* read = m_rowsRead;
+        if (!read) {
+            for (size_t i = 0; i < v.arraySize(); ++i)
+                readTimelineRow(v.json()[i], i, &local);
+            read = &local;
+        }
+        if (!read->rows.rows.empty() && read->width != m_columns)
+            failAt(v.path() + "[0]", "expected a row of " + std::to_string(m_columns) + " values");
+        if (read->firstOther)
+            failAt(v.path() + "[" + std::to_string(*read->firstOther) + "]",
+                   "expected a row of " + std::to_string(m_columns) + " values");
+        tl->names = std::move(read->rows.names);
+        tl->rows = std::move(read->rows.rows);
+    }
+
+    void read(const Value& v, fields::SiteTriples<std::vector<StepSite>>& triples)
+    {
+        triples.sites.clear();
+        v.forEach([&](const Value& row) {
+            if (row.arraySize() != 3)
+                failAt(row.path(), "expected [stack, device, bytes]");
+            triples.sites.push_back(StepSite{row.at(size_t(0)).u32(), row.at(size_t(1)).i64(), row.at(size_t(2)).u64()});
+        });
+    }
+
+private:
+    template <class K, class V>
+    void readMap(const Value& v, std::map<K, V>& out)
+    {
+        v.expectObject();
+        out.clear();
+        for (auto it = v.json().begin(); it != v.json().end(); ++it) {
+            const Value entry(it.value(), v.path() + "." + it.key());
+            K key{};
+            if constexpr (std::is_enum_v<K>) {
+                if (!parseEnum(it.key(), &key))
+                    failAt(entry.path(), "not a known name");
+            } else {
+                key = it.key();
+            }
+            read(entry, out[key]);
+        }
+    }
+
+    const Value& m_object;
+    RowsRead* m_rowsRead;
+    size_t m_columns = Timeline::kWidth;
+};
+
+void readAll(const Value& root, Report* r, RowsRead* rowsRead)
 {
     root.expectObject();
     auto schemaIt = root.json().find("schema");
@@ -284,222 +383,10 @@ void readAll(const Value& root, Report* r, Timeline* rowsRead)
         throw ReadError{"not an oomscope report (no \"schema\" key)"};
     if (!schemaIt->is_string() || schemaIt->get<std::string>() != kSchema)
         throw ReadError{"unsupported schema " + schemaIt->dump() + " (this oomscope reads " + kSchema + ")"};
-    r->schema = kSchema;
+    ReadVisitor visitor(root, rowsRead);
+    fields::describe(visitor, *r);
 
-    const Value tool = root.at("tool");
-    r->tool.name = tool.at("name").str();
-    r->tool.version = tool.at("version").str();
-    const Value options = tool.at("options");
-    options.expectObject();
-    for (auto it = options.json().begin(); it != options.json().end(); ++it)
-        r->tool.options[it.key()] = Value(it.value(), options.path() + "." + it.key()).str();
-
-    const Value t = root.at("trigger");
-    r->trigger.kind = t.at("kind").str();
-    if (r->trigger.kind != "oom" && r->trigger.kind != "exit" && r->trigger.kind != "signal" && r->trigger.kind != "request" &&
-        r->trigger.kind != "recovered")
-        failAt("trigger.kind", "expected oom, exit, signal, request or recovered, got \"" + r->trigger.kind + "\"");
-    r->trigger.timeNs = t.at("time_ns").u64();
-    r->trigger.device = t.at("device").optI64();
-    r->trigger.requestedBytes = t.at("requested_bytes").optU64();
-    r->trigger.api = t.at("api").str();
-    r->trigger.error = t.at("error").optI64();
-    r->trigger.errorName = t.at("error_name").str();
-    r->trigger.stack = t.at("stack").optU32();
-    r->trigger.framework = t.at("framework").optStr();
-    r->trigger.message = t.at("message").str();
-
-    const Value p = root.at("process");
-    r->process.pid = p.at("pid").i64();
-    r->process.ppid = p.at("ppid").i64();
-    r->process.hostname = p.at("hostname").str();
-    r->process.cmdline = readStrings(p.at("cmdline"));
-    r->process.cwd = p.at("cwd").str();
-    r->process.startUnixNs = p.at("start_time_unix_ns").u64();
-    r->process.startNs = p.at("start_time_ns").u64();
-    r->process.rank = p.at("rank").optI64();
-    r->process.localRank = p.at("local_rank").optI64();
-    r->process.worldSize = p.at("world_size").optI64();
-
-    root.at("devices").forEach([&](const Value& d) {
-        Device dev;
-        dev.index = d.at("index").i64();
-        dev.name = d.at("name").str();
-        dev.uuid = d.at("uuid").str();
-        dev.totalBytes = d.at("total_bytes").optU64();
-        dev.freeBytes = d.at("free_bytes").optU64();
-        dev.driverVersion = d.at("driver_version").optI64();
-        dev.runtimeVersion = d.at("runtime_version").optI64();
-        r->devices.push_back(std::move(dev));
-    });
-
-    r->memory = readMemoryRows(root.at("memory"));
-    const Value first = root.at("at_first_failure");
-    if (!first.isNull())
-        r->atFirstFailure = readMemoryRows(first);
-
-    root.at("segments").forEach([&](const Value& s) {
-        Segment seg;
-        seg.device = s.at("device").i64();
-        seg.address = s.at("address").u64();
-        seg.size = s.at("size").u64();
-        seg.kind = s.at("kind").str();
-        seg.stream = s.at("stream").u64();
-        s.at("blocks").forEach([&](const Value& b) {
-            Block block;
-            block.offset = b.at("offset").u64();
-            block.size = b.at("size").u64();
-            block.state = b.at("state").str();
-            block.stack = b.at("stack").optU32();
-            seg.blocks.push_back(std::move(block));
-        });
-        r->segments.push_back(std::move(seg));
-    });
-
-    // Added after the first v1 fixtures: optional.
-    if (root.json().contains("pools")) {
-        root.at("pools").forEach([&](const Value& entry) {
-            Pool pool;
-            pool.device = entry.at("device").i64();
-            pool.handle = entry.at("handle").u64();
-            pool.role = entry.at("role").str();
-            pool.reservedBytes = entry.at("reserved_bytes").u64();
-            pool.usedBytes = entry.at("used_bytes").u64();
-            pool.reservedHighBytes = entry.at("reserved_high_bytes").u64();
-            pool.usedHighBytes = entry.at("used_high_bytes").u64();
-            pool.releaseThresholdBytes = entry.at("release_threshold_bytes").optU64();
-            r->pools.push_back(std::move(pool));
-        });
-    }
-
-    root.at("sites").forEach([&](const Value& s) {
-        Site site;
-        site.stack = s.at("stack").u32();
-        site.device = s.at("device").i64();
-        site.kind = s.at("kind").str();
-        site.count = s.at("count").u64();
-        site.bytes = s.at("bytes").u64();
-        site.firstNs = s.at("first_ns").u64();
-        site.lastNs = s.at("last_ns").u64();
-        r->sites.push_back(std::move(site));
-    });
-
-    readTimeline(root.at("timeline"), &r->timeline, rowsRead);
-
-    root.at("steps").forEach([&](const Value& s) {
-        Step step;
-        step.index = s.at("index").u64();
-        step.timeNs = s.at("time_ns").u64();
-        if (s.json().contains("source")) {
-            step.source = s.at("source").str();
-            if (step.source != "step" && step.source != "sample")
-                failAt(s.path() + ".source", "expected \"step\" or \"sample\"");
-        }
-        s.at("devices").forEach([&](const Value& d) {
-            StepDevice sd;
-            sd.device = d.at("device").i64();
-            sd.trackedBytes = d.at("tracked_bytes").u64();
-            sd.allocatedBytes = d.at("allocated_bytes").optU64();
-            sd.reservedBytes = d.at("reserved_bytes").optU64();
-            sd.inactiveSplitBytes = d.at("inactive_split_bytes").optU64();
-            if (d.json().contains("peak_allocated_bytes"))
-                sd.peakAllocatedBytes = d.at("peak_allocated_bytes").optU64();
-            if (d.json().contains("expandable_segments") && !d.at("expandable_segments").isNull())
-                sd.expandableSegments = d.at("expandable_segments").boolean();
-            sd.segmentCount = d.at("segment_count").optU64();
-            sd.largestFreeBlockBytes = d.at("largest_free_block_bytes").optU64();
-            step.devices.push_back(sd);
-        });
-        // Added after the first v1 fixtures: optional.
-        for (auto [name, list] : {std::pair<const char*, std::vector<StepSite>*>{"sites", &step.sites},
-                                  {"tensors", &step.tensors}}) {
-            if (!s.json().contains(name))
-                continue;
-            std::vector<StepSite>* const target = list;  // a structured binding cannot be captured before C++20 in clang 14
-            s.at(name).forEach([&](const Value& row) {
-                if (row.arraySize() != 3)
-                    failAt(row.path(), "expected [stack, device, bytes]");
-                StepSite site;
-                site.stack = row.at(size_t(0)).u32();
-                site.device = row.at(size_t(1)).i64();
-                site.bytes = row.at(size_t(2)).u64();
-                target->push_back(site);
-            });
-        }
-        r->steps.push_back(std::move(step));
-    });
-
-    root.at("leaks").forEach([&](const Value& l) {
-        Leak leak;
-        leak.stack = l.at("stack").u32();
-        leak.pattern = l.at("pattern").str();
-        leak.bytesPerStep = l.at("bytes_per_step").i64();
-        leak.stepsObserved = l.at("steps_observed").u64();
-        leak.evidence = l.at("evidence").str();
-        r->leaks.push_back(std::move(leak));
-    });
-
-    root.at("diagnosis").forEach([&](const Value& d) {
-        Diagnosis diag;
-        diag.code = d.at("code").str();
-        diag.severity = d.at("severity").str();
-        diag.message = d.at("message").str();
-        diag.suggestion = d.at("suggestion").str();
-        r->diagnosis.push_back(std::move(diag));
-    });
-
-    root.at("stacks").forEach([&](const Value& s) {
-        Stack stack;
-        stack.id = s.at("id").u32();
-        s.at("frames").forEach([&](const Value& f) { stack.frames.push_back(readFrame(f)); });
-        r->stacks.push_back(std::move(stack));
-    });
-
-    root.at("modules").forEach([&](const Value& m) {
-        Module module;
-        module.id = m.at("id").u32();
-        module.path = m.at("path").str();
-        module.buildId = m.at("build_id").str();
-        module.loadAddress = m.at("load_address").u64();
-        r->modules.push_back(std::move(module));
-    });
-
-    const Value c = root.at("capture");
-    r->capture.backends = readStrings(c.at("backends"));
-    r->capture.eventsPushed = c.at("events_pushed").u64();
-    r->capture.eventsRecorded = c.at("events_recorded").u64();
-    r->capture.eventsDropped = c.at("events_dropped").u64();
-    r->capture.liveAllocations = c.at("live_allocations").u64();
-    r->capture.distinctStacks = c.at("distinct_stacks").u64();
-    r->capture.ringBytes = c.at("ring_bytes").u64();
-    r->capture.liveMapBytes = c.at("live_map_bytes").u64();
-    r->capture.stackTableBytes = c.at("stack_table_bytes").u64();
-    r->capture.unknownFrees = c.at("unknown_frees").u64();
-    r->capture.unwinder = c.at("unwinder").str();
-    r->capture.notes = readStrings(c.at("notes"));
-    // Added with the CUPTI backend: optional.
-    if (c.json().contains("coverage")) {
-        const Value cov = c.at("coverage");
-        Coverage coverage;
-        coverage.cupti = cov.at("cupti").str();
-        coverage.library = cov.at("library").str();
-        coverage.confirmed = cov.at("confirmed").u64();
-        coverage.missed = cov.at("missed").u64();
-        coverage.missedBytes = cov.at("missed_bytes").u64();
-        cov.at("missed_allocations").forEach([&](const Value& m) {
-            MissedAllocation missed;
-            missed.api = m.at("api").str();
-            missed.size = m.at("size").u64();
-            missed.device = int(m.at("device").i64());
-            missed.address = m.at("address").u64();
-            missed.timeNs = m.at("time_ns").u64();
-            missed.stack = m.at("stack").u32();
-            coverage.missedAllocations.push_back(std::move(missed));
-        });
-        r->capture.coverage = std::move(coverage);
-    }
-
-    // Cross-references: every stack id used must be defined, and every module id.
+    // Cross-references: every module id a frame names must be defined.
     for (const Stack& s : r->stacks) {
         for (const Frame& f : s.frames) {
             if (f.module && !r->findModule(*f.module))
@@ -597,7 +484,10 @@ std::optional<size_t> findTimelineRows(std::string_view text)
 
 class RowScanner {
 public:
-    RowScanner(std::string_view text, Timeline* tl) : m_p(text.data()), m_end(text.data() + text.size()), m_tl(tl) {}
+    RowScanner(std::string_view text, RowsRead* read)
+        : m_p(text.data()), m_end(text.data() + text.size()), m_read(read), m_tl(&read->rows)
+    {
+    }
 
     // The array at the start of the text; false at the first thing it does not expect.
     // consumed(): how far it read (one past the ']').
@@ -687,7 +577,16 @@ private:
         if (!(expect('[') && number(&r.timeNs) && expect(',') && name(&r.kind) && expect(',') && number(&device) &&
               expect(',') && number(&r.address) && expect(',') && number(&r.size) && expect(',') && number(&r.stream) &&
               expect(',') && name(&r.api) && expect(',') && number(&stack) && expect(',') && number(&thread) &&
-              expect(',') && number(&error) && expect(']')))
+              expect(',') && number(&error)))
+            return false;
+        size_t width = Timeline::kWidth;
+        space();
+        if (peek(',')) {
+            if (!(expect(',') && number(&r.handle)))
+                return false;
+            ++width;
+        }
+        if (!expect(']'))
             return false;
         if (device < INT32_MIN || device > INT32_MAX || error < INT32_MIN || error > INT32_MAX || stack > UINT32_MAX ||
             thread > UINT32_MAX)
@@ -696,12 +595,14 @@ private:
         r.error = int32_t(error);
         r.stack = uint32_t(stack);
         r.thread = uint32_t(thread);
+        m_read->saw(m_tl->rows.size(), width);
         m_tl->rows.push_back(r);
         return true;
     }
 
     const char* m_p;
     const char* m_end;
+    RowsRead* m_read;
     Timeline* m_tl;
     std::vector<std::pair<std::string_view, uint16_t>> m_names;
 };
@@ -710,47 +611,44 @@ private:
 
 namespace {
 
-bool readReportText(std::string_view text, Report* out, std::string* error)
+// The fast path: the rows read by hand, the rest of the document parsed without them. false
+// (nothing said) at anything unexpected: the checked path then says what is wrong.
+bool readFast(std::string_view text, Report* out)
 {
-    size_t firstNonSpace = text.find_first_not_of(" \t\r\n");
-    if (firstNonSpace == std::string::npos) {
-        *error = "empty file";
+    const std::optional<size_t> begin = findTimelineRows(text);
+    if (!begin)
+        return false;
+    RowsRead rows;
+    rows.rows.rows.reserve((text.size() - *begin) / 70);
+    adviseHugePages(rows.rows.rows.data(), rows.rows.rows.capacity() * sizeof(TimelineRow));
+    RowScanner scanner(text.substr(*begin), &rows);
+    if (!scanner.rows())
+        return false;
+    const size_t end = *begin + scanner.consumed(text.data() + *begin);
+    std::string rest;
+    rest.reserve(text.size() - (end - *begin) + 2);
+    rest.append(text.substr(0, *begin)).append("[]").append(text.substr(end));
+    size_t deepAt = 0;
+    if (!depthWithin(rest, kMaxJsonDepth, &deepAt))  // too deep: the checked path says where
+        return false;
+    try {
+        const Json root = Json::parse(rest);
+        Report report;
+        readAll(Value(root, ""), &report, &rows);
+        *out = std::move(report);
+        return true;
+    } catch (...) {
         return false;
     }
-    // The fast path: the rows read by hand, the rest of the document parsed without them.
-    if (const std::optional<size_t> begin = findTimelineRows(text)) {
-        Timeline rows;
-        rows.rows.reserve((text.size() - *begin) / 70);
-        adviseHugePages(rows.rows.data(), rows.rows.capacity() * sizeof(TimelineRow));
-        RowScanner scanner(text.substr(*begin), &rows);
-        size_t deepAt = 0;
-        if (scanner.rows()) {
-            const size_t end = *begin + scanner.consumed(text.data() + *begin);
-            std::string rest;
-            rest.reserve(text.size() - (end - *begin) + 2);
-            rest.append(text.substr(0, *begin)).append("[]").append(text.substr(end));
-            if (depthWithin(rest, kMaxJsonDepth, &deepAt)) {  // too deep: the slow path says where
-                try {
-                    const Json root = Json::parse(rest);
-                    Report report;
-                    readAll(Value(root, ""), &report, &rows);
-                    *out = std::move(report);
-                    return true;
-                } catch (...) {
-                    // The slow path below says what is wrong.
-                }
-            }
-        }
-    }
-    size_t where = 0;
-    if (!depthWithin(text, kMaxJsonDepth, &where)) {
-        *error = "not a report: nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " + std::to_string(where);
-        return false;
-    }
-    // timeline.rows are taken out while parsing (key "timeline" at depth 1, "rows" at depth 2,
-    // each row an array ending at depth 3): read into rows, then dropped from the document.
-    Timeline rows;
-    rows.rows.reserve(text.size() / 80);  // a row takes 60 to 100 bytes of JSON
+}
+
+// The checked path: nlohmann parses the whole text; timeline.rows are taken out while parsing
+// (key "timeline" at depth 1, "rows" at depth 2, each row an array ending at depth 3), read
+// into rows, then dropped from the document.
+bool readChecked(std::string_view text, Report* out, std::string* error)
+{
+    RowsRead rows;
+    rows.rows.rows.reserve(text.size() / 80);  // a row takes 60 to 100 bytes of JSON
     bool inTimeline = false, inRows = false;
     size_t rowIndex = 0;
     Json::parser_callback_t takeRows = [&](int depth, Json::parse_event_t event, Json& parsed) {
@@ -797,6 +695,22 @@ bool readReportText(std::string_view text, Report* out, std::string* error)
         *error = std::string("invalid report: ") + e.what();
     }
     return false;
+}
+
+bool readReportText(std::string_view text, Report* out, std::string* error)
+{
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+        *error = "empty file";
+        return false;
+    }
+    if (readFast(text, out))
+        return true;
+    size_t where = 0;
+    if (!depthWithin(text, kMaxJsonDepth, &where)) {
+        *error = "not a report: nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " + std::to_string(where);
+        return false;
+    }
+    return readChecked(text, out, error);
 }
 
 } // namespace

@@ -1,13 +1,18 @@
 #include "report/json_writer.h"
 
+#include "report/fields.h"
 #include "report/huge_pages.h"
 
 #include <algorithm>
 #include <charconv>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <type_traits>
+#include <vector>
 
 namespace oomscope::report {
 namespace {
@@ -208,43 +213,6 @@ private:
     bool m_ok = true;
 };
 
-void writeMemoryRow(Writer& w, const MemoryRow& row)
-{
-    w.beginObject();
-    w.field("device", row.device);
-    w.field("tracked_bytes", row.trackedBytes);
-    w.field("peak_tracked_bytes", row.peakTrackedBytes);
-    w.field("allocated_bytes", row.allocatedBytes);
-    w.field("reserved_bytes", row.reservedBytes);
-    w.field("fragmented_bytes", row.fragmentedBytes);
-    w.field("largest_free_block_bytes", row.largestFreeBlockBytes);
-    w.field("untracked_bytes", row.untrackedBytes);
-    for (const auto* map : {&row.bySource, &row.byKind}) {
-        w.key(map == &row.bySource ? "by_source" : "by_kind");
-        w.beginObject();
-        for (const auto& [name, bytes] : *map)
-            w.field(name.c_str(), bytes);
-        w.endObject();
-    }
-    w.endObject();
-}
-
-void writeMemoryRows(Writer& w, const std::vector<MemoryRow>& rows)
-{
-    w.beginArray();
-    for (const MemoryRow& row : rows)
-        writeMemoryRow(w, row);
-    w.endArray();
-}
-
-void writeStringArray(Writer& w, const std::vector<std::string>& values)
-{
-    w.beginArray();
-    for (const std::string& v : values)
-        w.value(v);
-    w.endArray();
-}
-
 // Timeline rows from the parallel formatting: chunks of this many rows, this many helper
 // threads at most, and none below kParallelRows rows.
 constexpr size_t kRowsPerChunk = 32768;
@@ -252,7 +220,8 @@ constexpr size_t kMaxWorkers = 8;
 constexpr size_t kParallelRows = 131072;
 
 // Rows [begin, end) as JSON text joined by commas, into *out (replaced).
-void formatRows(const Timeline& tl, const std::vector<std::string>& quoted, size_t begin, size_t end, std::string* out)
+void formatRows(const Timeline& tl, const std::vector<std::string>& quoted, bool handles, size_t begin, size_t end,
+                std::string* out)
 {
     static const std::string kUnknown = "\"unknown\"";
     auto nameText = [&](uint16_t index) -> const std::string& { return index < quoted.size() ? quoted[index] : kUnknown; };
@@ -290,13 +259,17 @@ void formatRows(const Timeline& tl, const std::vector<std::string>& quoted, size
         number(row.thread);
         line += ',';
         number(int64_t(row.error));
+        if (handles) {
+            line += ',';
+            number(row.handle);
+        }
         line += ']';
     }
 }
 
 // The pipeline of writeAll's rows: chunk i is formatted into buffer i % inFlight by whichever
 // helper claims it, and written by the calling thread once it is done, in chunk order.
-void writeRowsPipelined(Writer& w, const Timeline& tl, const std::vector<std::string>& quoted)
+void writeRowsPipelined(Writer& w, const Timeline& tl, const std::vector<std::string>& quoted, bool handles)
 {
     const size_t n = tl.rows.size();
     const size_t chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
@@ -305,7 +278,7 @@ void writeRowsPipelined(Writer& w, const Timeline& tl, const std::vector<std::st
     if (helpersWanted == 0) {
         std::string text;
         for (size_t c = 0; c < chunks; ++c) {
-            formatRows(tl, quoted, c * kRowsPerChunk, std::min(n, (c + 1) * kRowsPerChunk), &text);
+            formatRows(tl, quoted, handles, c * kRowsPerChunk, std::min(n, (c + 1) * kRowsPerChunk), &text);
             w.rawElementsDirect(text);
         }
         return;
@@ -325,7 +298,7 @@ void writeRowsPipelined(Writer& w, const Timeline& tl, const std::vector<std::st
                 return;
             const size_t c = next++;
             lock.unlock();
-            formatRows(tl, quoted, c * kRowsPerChunk, std::min(n, (c + 1) * kRowsPerChunk), &buffers[c % inFlight]);
+            formatRows(tl, quoted, handles, c * kRowsPerChunk, std::min(n, (c + 1) * kRowsPerChunk), &buffers[c % inFlight]);
             lock.lock();
             done[c % inFlight] = c + 1;
             changed.notify_all();
@@ -342,7 +315,7 @@ void writeRowsPipelined(Writer& w, const Timeline& tl, const std::vector<std::st
     for (size_t c = 0; c < chunks; ++c) {
         const size_t k = c % inFlight;
         if (helpers.empty()) {
-            formatRows(tl, quoted, c * kRowsPerChunk, std::min(n, (c + 1) * kRowsPerChunk), &buffers[k]);
+            formatRows(tl, quoted, handles, c * kRowsPerChunk, std::min(n, (c + 1) * kRowsPerChunk), &buffers[k]);
         } else {
             std::unique_lock<std::mutex> lock(mutex);
             changed.wait(lock, [&] { return done[k] == c + 1; });
@@ -357,305 +330,147 @@ void writeRowsPipelined(Writer& w, const Timeline& tl, const std::vector<std::st
         h.join();
 }
 
-void writeAll(Writer& w, const Report& r)
-{
-    w.beginObject();
-    w.field("schema", r.schema);
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <class T>
+struct IsVector : std::false_type {};
+template <class T>
+struct IsVector<std::vector<T>> : std::true_type {};
+template <class T>
+struct IsMap : std::false_type {};
+template <class K, class V>
+struct IsMap<std::map<K, V>> : std::true_type {};
 
-    w.key("tool");
-    w.beginObject();
-    w.field("name", r.tool.name);
-    w.field("version", r.tool.version);
-    w.key("options");
-    w.beginObject();
-    for (const auto& [k, v] : r.tool.options)
-        w.field(k.c_str(), v);
-    w.endObject();
-    w.endObject();
+// Walks the field table (fields.h) and writes each field as it comes.
+class WriteVisitor {
+public:
+    explicit WriteVisitor(Writer& w) : m_w(w) {}
 
-    const Trigger& t = r.trigger;
-    w.key("trigger");
-    w.beginObject();
-    w.field("kind", t.kind);
-    w.field("time_ns", t.timeNs);
-    w.field("device", t.device);
-    w.field("requested_bytes", t.requestedBytes);
-    w.field("api", t.api);
-    w.field("error", t.error);
-    w.field("error_name", t.errorName);
-    w.field("stack", t.stack);
-    w.field("framework", t.framework);
-    w.field("message", t.message);
-    w.endObject();
-
-    const Process& p = r.process;
-    w.key("process");
-    w.beginObject();
-    w.field("pid", p.pid);
-    w.field("ppid", p.ppid);
-    w.field("hostname", p.hostname);
-    w.key("cmdline");
-    writeStringArray(w, p.cmdline);
-    w.field("cwd", p.cwd);
-    w.field("start_time_unix_ns", p.startUnixNs);
-    w.field("start_time_ns", p.startNs);
-    w.field("rank", p.rank);
-    w.field("local_rank", p.localRank);
-    w.field("world_size", p.worldSize);
-    w.endObject();
-
-    w.key("devices");
-    w.beginArray();
-    for (const Device& d : r.devices) {
-        w.beginObject();
-        w.field("index", d.index);
-        w.field("name", d.name);
-        w.field("uuid", d.uuid);
-        w.field("total_bytes", d.totalBytes);
-        w.field("free_bytes", d.freeBytes);
-        w.field("driver_version", d.driverVersion);
-        w.field("runtime_version", d.runtimeVersion);
-        w.endObject();
-    }
-    w.endArray();
-
-    w.key("memory");
-    writeMemoryRows(w, r.memory);
-    w.key("at_first_failure");
-    if (r.atFirstFailure)
-        writeMemoryRows(w, *r.atFirstFailure);
-    else
-        w.null();
-
-    w.key("segments");
-    w.beginArray();
-    for (const Segment& s : r.segments) {
-        w.beginObject();
-        w.field("device", s.device);
-        w.field("address", s.address);
-        w.field("size", s.size);
-        w.field("kind", s.kind);
-        w.field("stream", s.stream);
-        w.key("blocks");
-        w.beginArray();
-        for (const Block& b : s.blocks) {
-            w.beginObject();
-            w.field("offset", b.offset);
-            w.field("size", b.size);
-            w.field("state", b.state);
-            w.field("stack", b.stack);
-            w.endObject();
+    template <class T>
+    void operator()(const char* key, T&& member, int /*since*/)
+    {
+        using M = std::remove_cvref_t<T>;
+        if constexpr (IsAbsentWhenEmpty<M>::value) {
+            if (!member.value)
+                return;
+            m_w.key(key);
+            value(*member.value);
+        } else {
+            m_w.key(key);
+            value(member);
         }
-        w.endArray();
-        w.endObject();
     }
-    w.endArray();
 
-    w.key("pools");
-    w.beginArray();
-    for (const Pool& pool : r.pools) {
-        w.beginObject();
-        w.field("device", pool.device);
-        w.field("handle", pool.handle);
-        w.field("role", pool.role);
-        w.field("reserved_bytes", pool.reservedBytes);
-        w.field("used_bytes", pool.usedBytes);
-        w.field("reserved_high_bytes", pool.reservedHighBytes);
-        w.field("used_high_bytes", pool.usedHighBytes);
-        w.field("release_threshold_bytes", pool.releaseThresholdBytes);
-        w.endObject();
+private:
+    template <class T>
+    struct IsAbsentWhenEmpty : std::false_type {};
+    template <class T>
+    struct IsAbsentWhenEmpty<fields::AbsentWhenEmpty<T>> : std::true_type {};
+
+    template <class T>
+    void value(const T& x)
+    {
+        if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bool>) {
+            m_w.value(x);
+        } else if constexpr (std::is_enum_v<T>) {
+            m_w.value(enumName(x));
+        } else if constexpr (std::is_integral_v<T>) {
+            if constexpr (std::is_signed_v<T>)
+                m_w.value(int64_t(x));
+            else
+                m_w.value(uint64_t(x));
+        } else if constexpr (IsOptional<T>::value) {
+            if (x)
+                value(*x);
+            else
+                m_w.null();
+        } else if constexpr (IsVector<T>::value) {
+            m_w.beginArray();
+            for (const auto& e : x)
+                value(e);
+            m_w.endArray();
+        } else if constexpr (IsMap<T>::value) {
+            object(x);
+        } else {
+            m_w.beginObject();
+            fields::describe(*this, x);
+            m_w.endObject();
+        }
     }
-    w.endArray();
 
-    w.key("sites");
-    w.beginArray();
-    for (const Site& s : r.sites) {
-        w.beginObject();
-        w.field("stack", s.stack);
-        w.field("device", s.device);
-        w.field("kind", s.kind);
-        w.field("count", s.count);
-        w.field("bytes", s.bytes);
-        w.field("first_ns", s.firstNs);
-        w.field("last_ns", s.lastNs);
-        w.endObject();
+    // An object of a map; enum keys by name, in the order of their names.
+    template <class K, class V>
+    void object(const std::map<K, V>& map)
+    {
+        m_w.beginObject();
+        if constexpr (std::is_enum_v<K>) {
+            std::vector<std::pair<std::string, const V*>> named;
+            for (const auto& [k, v] : map)
+                named.emplace_back(enumName(k), &v);
+            std::sort(named.begin(), named.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+            for (const auto& [name, v] : named) {
+                m_w.key(name.c_str());
+                value(*v);
+            }
+        } else {
+            for (const auto& [k, v] : map) {
+                m_w.key(k.c_str());
+                value(v);
+            }
+        }
+        m_w.endObject();
     }
-    w.endArray();
 
-    const Timeline& tl = r.timeline;
-    w.key("timeline");
-    w.beginObject();
-    w.key("columns");
-    w.beginArray();
-    for (const char* c : Timeline::kColumns)
-        w.value(c);
-    w.endArray();
-    w.key("rows");
-    w.beginArray();
+    void value(const fields::TimelineColumns<const Timeline>& columns)
+    {
+        m_w.beginArray();
+        for (const char* c : Timeline::kColumns)
+            m_w.value(c);
+        if (columns.timeline.hasHandles())
+            m_w.value(Timeline::kHandleColumn);
+        m_w.endArray();
+    }
+
     // Each name once as JSON text, then the rows formatted in chunks by helper threads while
     // this one writes the chunks done so far, in order (a million rows are most of an OOM
-    // dump's time: formatting and writing overlap). At most kInFlight chunks are held at
-    // once, in buffers that are reused (no page faults after the first lap).
-    std::vector<std::string> quoted;
-    for (const std::string& name : tl.names) {
-        std::string q;
-        appendJsonString(q, name);
-        quoted.push_back(std::move(q));
-    }
-    writeRowsPipelined(w, tl, quoted);
-    w.endArray();
-    w.field("capacity", tl.capacity);
-    w.field("pushed", tl.pushed);
-    w.field("dropped", tl.dropped);
-    w.endObject();
-
-    w.key("steps");
-    w.beginArray();
-    for (const Step& s : r.steps) {
-        w.beginObject();
-        w.field("index", s.index);
-        w.field("time_ns", s.timeNs);
-        w.field("source", s.source);
-        w.key("devices");
-        w.beginArray();
-        for (const StepDevice& d : s.devices) {
-            w.beginObject();
-            w.field("device", d.device);
-            w.field("tracked_bytes", d.trackedBytes);
-            w.field("allocated_bytes", d.allocatedBytes);
-            w.field("reserved_bytes", d.reservedBytes);
-            w.field("inactive_split_bytes", d.inactiveSplitBytes);
-            w.field("peak_allocated_bytes", d.peakAllocatedBytes);
-            w.field("expandable_segments", d.expandableSegments);
-            w.field("segment_count", d.segmentCount);
-            w.field("largest_free_block_bytes", d.largestFreeBlockBytes);
-            w.endObject();
+    // dump's time: formatting and writing overlap).
+    void value(const fields::TimelineRows<const Timeline>& rows)
+    {
+        const Timeline& tl = rows.timeline;
+        std::vector<std::string> quoted;
+        for (const std::string& name : tl.names) {
+            std::string q;
+            appendJsonString(q, name);
+            quoted.push_back(std::move(q));
         }
-        w.endArray();
-        for (const auto& [name, list] : {std::pair<const char*, const std::vector<StepSite>*>{"sites", &s.sites},
-                                         {"tensors", &s.tensors}}) {
-            w.key(name);
-            w.beginArray();
-            for (const StepSite& site : *list) {
-                w.beginArray();
-                w.value(uint64_t(site.stack));
-                w.value(site.device);
-                w.value(site.bytes);
-                w.endArray();
-            }
-            w.endArray();
+        m_w.beginArray();
+        writeRowsPipelined(m_w, tl, quoted, tl.hasHandles());
+        m_w.endArray();
+    }
+
+    void value(const fields::SiteTriples<const std::vector<StepSite>>& triples)
+    {
+        m_w.beginArray();
+        for (const StepSite& site : triples.sites) {
+            m_w.beginArray();
+            m_w.value(uint64_t(site.stack));
+            m_w.value(site.device);
+            m_w.value(site.bytes);
+            m_w.endArray();
         }
-        w.endObject();
+        m_w.endArray();
     }
-    w.endArray();
 
-    w.key("leaks");
-    w.beginArray();
-    for (const Leak& l : r.leaks) {
-        w.beginObject();
-        w.field("stack", l.stack);
-        w.field("pattern", l.pattern);
-        w.field("bytes_per_step", l.bytesPerStep);
-        w.field("steps_observed", l.stepsObserved);
-        w.field("evidence", l.evidence);
-        w.endObject();
-    }
-    w.endArray();
+    Writer& m_w;
+};
 
-    w.key("diagnosis");
-    w.beginArray();
-    for (const Diagnosis& d : r.diagnosis) {
-        w.beginObject();
-        w.field("code", d.code);
-        w.field("severity", d.severity);
-        w.field("message", d.message);
-        w.field("suggestion", d.suggestion);
-        w.endObject();
-    }
-    w.endArray();
-
-    w.key("stacks");
-    w.beginArray();
-    for (const Stack& s : r.stacks) {
-        w.beginObject();
-        w.field("id", s.id);
-        w.key("frames");
-        w.beginArray();
-        for (const Frame& f : s.frames) {
-            w.beginObject();
-            if (f.kind == Frame::Kind::Python) {
-                w.field("kind", "python");
-                w.field("file", f.file);
-                w.field("line", f.line);
-                w.field("function", f.function);
-            } else {
-                w.field("kind", "native");
-                w.field("module", f.module);
-                w.field("offset", f.offset);
-                w.field("symbol", f.symbol);
-            }
-            w.endObject();
-        }
-        w.endArray();
-        w.endObject();
-    }
-    w.endArray();
-
-    w.key("modules");
-    w.beginArray();
-    for (const Module& m : r.modules) {
-        w.beginObject();
-        w.field("id", m.id);
-        w.field("path", m.path);
-        w.field("build_id", m.buildId);
-        w.field("load_address", m.loadAddress);
-        w.endObject();
-    }
-    w.endArray();
-
-    const Capture& c = r.capture;
-    w.key("capture");
+void writeAll(Writer& w, const Report& r)
+{
+    WriteVisitor visitor(w);
     w.beginObject();
-    w.key("backends");
-    writeStringArray(w, c.backends);
-    w.field("events_pushed", c.eventsPushed);
-    w.field("events_recorded", c.eventsRecorded);
-    w.field("events_dropped", c.eventsDropped);
-    w.field("live_allocations", c.liveAllocations);
-    w.field("distinct_stacks", c.distinctStacks);
-    w.field("ring_bytes", c.ringBytes);
-    w.field("live_map_bytes", c.liveMapBytes);
-    w.field("stack_table_bytes", c.stackTableBytes);
-    w.field("unknown_frees", c.unknownFrees);
-    w.field("unwinder", c.unwinder);
-    w.key("notes");
-    writeStringArray(w, c.notes);
-    if (c.coverage) {
-        const Coverage& cov = *c.coverage;
-        w.key("coverage");
-        w.beginObject();
-        w.field("cupti", cov.cupti);
-        w.field("library", cov.library);
-        w.field("confirmed", cov.confirmed);
-        w.field("missed", cov.missed);
-        w.field("missed_bytes", cov.missedBytes);
-        w.key("missed_allocations");
-        w.beginArray();
-        for (const MissedAllocation& m : cov.missedAllocations) {
-            w.beginObject();
-            w.field("api", m.api);
-            w.field("size", m.size);
-            w.field("device", int64_t(m.device));
-            w.field("address", m.address);
-            w.field("time_ns", m.timeNs);
-            w.field("stack", m.stack);
-            w.endObject();
-        }
-        w.endArray();
-        w.endObject();
-    }
-    w.endObject();
-
+    fields::describe(visitor, r);
     w.endObject();
     w.buffer().push_back('\n');
 }

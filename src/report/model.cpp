@@ -26,11 +26,20 @@ bool Timeline::operator==(const Timeline& other) const
         const TimelineRow& a = rows[i];
         const TimelineRow& b = other.rows[i];
         if (a.timeNs != b.timeNs || a.address != b.address || a.size != b.size || a.stream != b.stream ||
-            a.stack != b.stack || a.thread != b.thread || a.error != b.error || a.device != b.device ||
+            a.handle != b.handle || a.stack != b.stack || a.thread != b.thread || a.error != b.error || a.device != b.device ||
             name(a.kind) != other.name(b.kind) || name(a.api) != other.name(b.api))
             return false;
     }
     return true;
+}
+
+bool Timeline::hasHandles() const
+{
+    for (const TimelineRow& row : rows) {
+        if (row.handle)
+            return true;
+    }
+    return false;
 }
 
 const Stack* Report::findStack(uint32_t id) const

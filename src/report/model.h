@@ -4,6 +4,8 @@
 // (CLOCK_MONOTONIC unless the name says unix).
 #pragma once
 
+#include "report/enums.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,7 +26,7 @@ struct Tool {
 };
 
 struct Trigger {
-    std::string kind;                      // oom, exit, signal, request
+    TriggerKind kind = TriggerKind::Request;
     uint64_t timeNs = 0;
     std::optional<int64_t> device;
     std::optional<uint64_t> requestedBytes;
@@ -74,8 +76,8 @@ struct MemoryRow {
     std::optional<uint64_t> fragmentedBytes;
     std::optional<uint64_t> largestFreeBlockBytes;
     std::optional<uint64_t> untrackedBytes;         // driver used − tracked; null without driver view
-    std::map<std::string, uint64_t> bySource;       // torch, nccl, cublas, cudnn, jax, cupy, other
-    std::map<std::string, uint64_t> byKind;         // device, managed, host_pinned
+    std::map<Source, uint64_t> bySource;            // device memory by the library that asked, + untracked
+    std::map<MemKind, uint64_t> byKind;             // live bytes by memory kind
 
     bool operator==(const MemoryRow&) const = default;
 };
@@ -83,7 +85,7 @@ struct MemoryRow {
 struct Block {
     uint64_t offset = 0;
     uint64_t size = 0;
-    std::string state;  // active_allocated, active_pending_free, inactive
+    BlockState state = BlockState::Inactive;
     std::optional<uint32_t> stack;
 
     bool operator==(const Block&) const = default;
@@ -93,7 +95,7 @@ struct Segment {
     int64_t device = 0;
     uint64_t address = 0;
     uint64_t size = 0;
-    std::string kind;  // cudaMalloc, vmm, pool
+    SegmentKind kind = SegmentKind::CudaMalloc;
     uint64_t stream = 0;
     std::vector<Block> blocks;
 
@@ -105,7 +107,7 @@ struct Segment {
 struct Pool {
     int64_t device = 0;
     uint64_t handle = 0;
-    std::string role;  // default, current, explicit
+    PoolRole role = PoolRole::Default;
     uint64_t reservedBytes = 0;
     uint64_t usedBytes = 0;
     uint64_t reservedHighBytes = 0;
@@ -118,7 +120,7 @@ struct Pool {
 struct Site {
     uint32_t stack = 0;
     int64_t device = 0;
-    std::string kind;  // device, managed, host_pinned
+    MemKind kind = MemKind::Device;
     uint64_t count = 0;
     uint64_t bytes = 0;
     uint64_t firstNs = 0;
@@ -128,7 +130,8 @@ struct Site {
 };
 
 // Rows refer to names (event kinds, API names) by index into Timeline::names, so that a
-// million rows do not carry a million strings in memory. In JSON they are strings.
+// million rows do not carry a million strings in memory. In JSON they are strings. What each
+// column holds for each kind of event: src/track/event.h and docs/report-schema.md.
 struct TimelineRow {
     uint64_t timeNs = 0;
     uint64_t address = 0;
@@ -140,6 +143,7 @@ struct TimelineRow {
     int32_t device = -1;
     uint16_t kind = 0;  // index into names
     uint16_t api = 0;   // index into names
+    uint64_t handle = 0;  // CUDA VMM physical handle or pool; the column exists only where one is set
 
     bool operator==(const TimelineRow&) const = default;
 };
@@ -147,6 +151,10 @@ struct TimelineRow {
 struct Timeline {
     static constexpr const char* kColumns[] = {"time_ns", "kind",  "device", "address", "size",
                                                "stream",  "api",   "stack",  "thread",  "error"};
+    static constexpr size_t kWidth = sizeof(kColumns) / sizeof(kColumns[0]);
+    // An eleventh column, added after the first v1 fixtures: written only when a row has a
+    // handle (CUDA VMM, stream-ordered pools), so that other reports stay as they were.
+    static constexpr const char* kHandleColumn = "handle";
     std::vector<std::string> names;
     std::vector<TimelineRow> rows;  // oldest first
     uint64_t capacity = 0;
@@ -158,6 +166,7 @@ struct Timeline {
 
     // Equal when the rows say the same, whatever the order of the names table.
     bool operator==(const Timeline& other) const;
+    bool hasHandles() const;
 };
 
 struct StepDevice {
@@ -198,7 +207,7 @@ struct Step {
     // "step" (a step event: optimizer step, oomscope.step(), oomscope_step()) or "sample"
     // (a periodic sample, OOMSCOPE_SAMPLE_MS, in a program without step events). Key added
     // after the first v1 fixtures: absent reads as "step".
-    std::string source = "step";
+    StepSource source = StepSource::Step;
 
     bool operator==(const Step&) const = default;
 };
@@ -215,7 +224,7 @@ struct Leak {
 
 struct Diagnosis {
     std::string code;
-    std::string severity;  // info, warning, error
+    Severity severity = Severity::Info;
     std::string message;
     std::string suggestion;
 
@@ -223,7 +232,7 @@ struct Diagnosis {
 };
 
 struct Frame {
-    enum class Kind { Native, Python };
+    using Kind = FrameKind;
     Kind kind = Kind::Native;
     std::optional<uint32_t> module;  // native: id into modules
     uint64_t offset = 0;             // native: return address − module base

@@ -16,7 +16,7 @@ struct Config {
     std::string outputDir;          // OOMSCOPE_OUTPUT_DIR, default: the working directory
     bool exitReport = true;         // OOMSCOPE_EXIT_REPORT=0 turns the report at exit off
     bool flight = true;             // OOMSCOPE_FLIGHT=0: the ring and live map in memory only, no
-                                    // flight-recorder file (see flight_file.h)
+                                    // flight-recorder file (see flight_writer.h)
     bool signalReports = true;      // OOMSCOPE_SIGNALS=0 installs no signal handlers
     bool quiet = false;             // OOMSCOPE_QUIET=1: no notice on stderr when a report is written
     uint32_t signalTimeoutMs = 10000;  // how long a fatal signal waits for its report

@@ -6,32 +6,6 @@
 
 namespace oomscope::track {
 
-const FrameworkDevice* FrameworkState::device(int64_t index) const
-{
-    for (const FrameworkDevice& d : devices) {
-        if (d.device == index)
-            return &d;
-    }
-    return nullptr;
-}
-
-std::optional<uint64_t> FrameworkState::largestFreeBlock(int64_t device) const
-{
-    std::optional<uint64_t> largest;
-    if (const FrameworkDevice* d = this->device(device); d && d->largestFree && segments.empty())
-        return d->largestFree;
-    for (const report::Segment& s : segments) {
-        if (s.device != device)
-            continue;
-        largest = largest.value_or(0);
-        for (const report::Block& b : s.blocks) {
-            if (b.state == "inactive" && b.size > *largest)
-                largest = b.size;
-        }
-    }
-    return largest;
-}
-
 namespace {
 
 bool parseU64(const std::string& word, uint64_t* out)
@@ -75,6 +49,105 @@ std::vector<PythonFrameText> parseFrames(const std::string& text)
     return frames;
 }
 
+// One line kind each; false for a line that does not parse (counted, skipped).
+bool parseDevice(std::istringstream& words, FrameworkState& state)
+{
+    FrameworkDevice d;
+    std::string first;
+    if (!(words >> first) || !parseI64(first, &d.device))
+        return false;
+    std::string key, value;
+    bool haveAllocated = false, haveReserved = false;
+    while (words >> key >> value) {
+        uint64_t v = 0;
+        if (!parseU64(value, &v))
+            return false;
+        if (key == "allocated") {
+            d.allocated = v;
+            haveAllocated = true;
+        } else if (key == "reserved") {
+            d.reserved = v;
+            haveReserved = true;
+        } else if (key == "active") {
+            d.active = v;
+        } else if (key == "inactive_split") {
+            d.inactiveSplit = v;
+        } else if (key == "segments") {
+            d.segmentCount = v;
+        } else if (key == "largest_free") {
+            d.largestFree = v;
+        } else if (key == "allocated_peak") {
+            d.allocatedPeak = v;
+        } else if (key == "expandable") {
+            d.expandable = v != 0;
+        }
+    }
+    if (!haveAllocated || !haveReserved)
+        return false;
+    state.devices.push_back(d);
+    return true;
+}
+
+bool parseSegment(std::istringstream& words, FrameworkState& state)
+{
+    std::string device, address, size, stream, kind;
+    report::Segment s;
+    if (!(words >> device >> address >> size >> stream >> kind) || !parseI64(device, &s.device) ||
+        !parseU64(address, &s.address) || !parseU64(size, &s.size) || !parseU64(stream, &s.stream) ||
+        !report::parseEnum(kind, &s.kind))
+        return false;
+    state.segments.push_back(std::move(s));
+    return true;
+}
+
+// "block <offset> <size> <state>[\t<frames>]": a block of the segment above.
+bool parseBlock(const std::string& line, FrameworkState& state)
+{
+    const size_t tab = line.find('\t');
+    std::istringstream head(line.substr(0, tab));
+    std::string kind, offset, size, blockState;
+    report::Block b;
+    if (state.segments.empty() || !(head >> kind >> offset >> size >> blockState) || !parseU64(offset, &b.offset) ||
+        !parseU64(size, &b.size) || !report::parseEnum(blockState, &b.state))
+        return false;
+    state.segments.back().blocks.push_back(std::move(b));
+    state.blockFrames.resize(state.segments.size());
+    state.blockFrames.back().push_back(tab == std::string::npos ? std::vector<PythonFrameText>{}
+                                                                : parseFrames(line.substr(tab + 1)));
+    return true;
+}
+
+// "tensors <device> <bytes>\t<frames>": live blocks grouped by the stack that allocated them.
+bool parseTensors(const std::string& line, FrameworkState& state)
+{
+    const size_t tab = line.find('\t');
+    std::istringstream head(line.substr(0, tab));
+    std::string kind, device, bytes;
+    TensorGroup g;
+    if (!(head >> kind >> device >> bytes) || !parseI64(device, &g.device) || !parseU64(bytes, &g.bytes) ||
+        tab == std::string::npos || (g.frames = parseFrames(line.substr(tab + 1))).empty())
+        return false;
+    state.tensorGroups.push_back(std::move(g));
+    return true;
+}
+
+// "frames <address> <frames>": the Python stack that allocated the memory at address.
+bool parseAllocationFrames(std::istringstream& words, FrameworkState& state)
+{
+    std::string address, rest;
+    uint64_t at = 0;
+    if (!(words >> address) || !parseU64(address, &at))
+        return false;
+    std::getline(words, rest);
+    if (!rest.empty() && rest[0] == ' ')
+        rest.erase(0, 1);
+    std::vector<PythonFrameText> frames = parseFrames(rest);
+    if (frames.empty())
+        return false;
+    state.allocationFrames.emplace_back(at, std::move(frames));
+    return true;
+}
+
 } // namespace
 
 FrameworkState parseFrameworkState(const char* name, const char* text)
@@ -90,98 +163,19 @@ FrameworkState parseFrameworkState(const char* name, const char* text)
         std::string kind;
         if (!(words >> kind))
             continue;
-        if (kind == "device") {
-            FrameworkDevice d;
-            std::string first;
-            bool ok = bool(words >> first) && parseI64(first, &d.device);
-            std::string key, value;
-            bool haveAllocated = false, haveReserved = false;
-            while (ok && (words >> key >> value)) {
-                uint64_t v = 0;
-                if (!parseU64(value, &v)) {
-                    ok = false;
-                    break;
-                }
-                if (key == "allocated") {
-                    d.allocated = v;
-                    haveAllocated = true;
-                } else if (key == "reserved") {
-                    d.reserved = v;
-                    haveReserved = true;
-                } else if (key == "active") {
-                    d.active = v;
-                } else if (key == "inactive_split") {
-                    d.inactiveSplit = v;
-                } else if (key == "segments") {
-                    d.segmentCount = v;
-                } else if (key == "largest_free") {
-                    d.largestFree = v;
-                } else if (key == "allocated_peak") {
-                    d.allocatedPeak = v;
-                } else if (key == "expandable") {
-                    d.expandable = v != 0;
-                }
-            }
-            if (ok && haveAllocated && haveReserved)
-                state.devices.push_back(d);
-            else
-                ++state.ignoredLines;
-        } else if (kind == "segment") {
-            std::string device, address, size, stream, segmentKind;
-            report::Segment s;
-            if ((words >> device >> address >> size >> stream >> segmentKind) && parseI64(device, &s.device) &&
-                parseU64(address, &s.address) && parseU64(size, &s.size) && parseU64(stream, &s.stream)) {
-                s.kind = segmentKind;
-                state.segments.push_back(std::move(s));
-            } else {
-                ++state.ignoredLines;
-            }
-        } else if (kind == "block") {
-            const size_t tab = line.find('\t');
-            std::istringstream head(line.substr(0, tab));
-            std::string offset, size, blockState;
-            report::Block b;
-            head >> kind;
-            if (!state.segments.empty() && (head >> offset >> size >> blockState) && parseU64(offset, &b.offset) &&
-                parseU64(size, &b.size)) {
-                b.state = blockState;
-                state.segments.back().blocks.push_back(std::move(b));
-                state.blockFrames.resize(state.segments.size());
-                state.blockFrames.back().push_back(tab == std::string::npos ? std::vector<PythonFrameText>{}
-                                                                            : parseFrames(line.substr(tab + 1)));
-            } else {
-                ++state.ignoredLines;
-            }
-        } else if (kind == "tensors") {
-            const size_t tab = line.find('\t');
-            std::istringstream head(line.substr(0, tab));
-            std::string device, bytes;
-            TensorGroup g;
-            head >> kind;
-            if ((head >> device >> bytes) && parseI64(device, &g.device) && parseU64(bytes, &g.bytes) &&
-                tab != std::string::npos && !(g.frames = parseFrames(line.substr(tab + 1))).empty())
-                state.tensorGroups.push_back(std::move(g));
-            else
-                ++state.ignoredLines;
-        } else if (kind == "frames") {
-            std::string address;
-            uint64_t at = 0;
-            std::string rest;
-            if (!(words >> address) || !parseU64(address, &at)) {
-                ++state.ignoredLines;
-                continue;
-            }
-            std::getline(words, rest);
-            if (!rest.empty() && rest[0] == ' ')
-                rest.erase(0, 1);
-            std::vector<PythonFrameText> frames = parseFrames(rest);
-            if (frames.empty())
-                ++state.ignoredLines;
-            else
-                state.allocationFrames.emplace_back(at, std::move(frames));
-        } else {
+        bool ok = false;
+        if (kind == "device")
+            ok = parseDevice(words, state);
+        else if (kind == "segment")
+            ok = parseSegment(words, state);
+        else if (kind == "block")
+            ok = parseBlock(line, state);
+        else if (kind == "tensors")
+            ok = parseTensors(line, state);
+        else if (kind == "frames")
+            ok = parseAllocationFrames(words, state);
+        if (!ok)
             ++state.ignoredLines;
-        }
     }
     return state;
 }

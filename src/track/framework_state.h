@@ -60,9 +60,31 @@ struct FrameworkState {
     std::vector<TensorGroup> tensorGroups;
     size_t ignoredLines = 0;
 
-    const FrameworkDevice* device(int64_t index) const;
+    const FrameworkDevice* device(int64_t index) const
+    {
+        for (const FrameworkDevice& d : devices) {
+            if (d.device == index)
+                return &d;
+        }
+        return nullptr;
+    }
     // The largest inactive block of a device's segments, when segments were given.
-    std::optional<uint64_t> largestFreeBlock(int64_t device) const;
+    std::optional<uint64_t> largestFreeBlock(int64_t device) const
+    {
+        if (const FrameworkDevice* d = this->device(device); d && d->largestFree && segments.empty())
+            return d->largestFree;
+        std::optional<uint64_t> largest;
+        for (const report::Segment& s : segments) {
+            if (s.device != device)
+                continue;
+            largest = largest.value_or(0);
+            for (const report::Block& b : s.blocks) {
+                if (b.state == report::BlockState::Inactive && b.size > *largest)
+                    largest = b.size;
+            }
+        }
+        return largest;
+    }
 };
 
 FrameworkState parseFrameworkState(const char* name, const char* text);

@@ -1,6 +1,6 @@
 #include "track/live_map.h"
 
-#include "track/flight_file.h"
+#include "track/flight_writer.h"
 #include "track/hash.h"
 
 #include <cstdlib>

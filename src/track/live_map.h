@@ -11,6 +11,7 @@
 #pragma once
 
 #include "track/event.h"
+#include "track/image.h"
 #include "track/spin_lock.h"
 
 #include <atomic>
@@ -21,17 +22,6 @@
 #include <vector>
 
 namespace oomscope::track {
-
-struct LiveAllocation {
-    uint64_t address = 0;
-    uint64_t size = 0;
-    uint64_t timeNs = 0;
-    uint64_t stream = 0;
-    uint32_t stack = 0;
-    uint16_t api = 0;
-    int8_t device = -1;
-    MemKind memKind = MemKind::Device;
-};
 
 class LiveMap {
 public:

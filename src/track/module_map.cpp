@@ -78,17 +78,6 @@ std::vector<LoadedModule> loadedModules()
     return modules;
 }
 
-int findModule(const std::vector<LoadedModule>& modules, uint64_t address)
-{
-    for (size_t i = 0; i < modules.size(); ++i) {
-        for (const auto& [begin, end] : modules[i].ranges) {
-            if (address >= begin && address < end)
-                return int(i);
-        }
-    }
-    return -1;
-}
-
 std::pair<uint64_t, uint64_t> moduleRangeOf(const void* address)
 {
     struct Query {

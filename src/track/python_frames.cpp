@@ -1,6 +1,6 @@
 #include "track/python_frames.h"
 
-#include "track/flight_file.h"
+#include "track/flight_writer.h"
 #include "track/module_map.h"
 #include "track/python_layout.h"
 
@@ -594,6 +594,20 @@ bool PythonFrames::inInterpreter(uint64_t pc) noexcept
     } catch (...) {
         return false;
     }
+}
+
+std::vector<PythonCode> PythonFrames::codes()
+{
+    std::lock_guard<std::mutex> lock(g_codeMutex);
+    std::vector<PythonCode> out;
+    if (!g_codes)
+        return out;
+    out.reserve(g_codes->size());
+    for (size_t i = 0; i < g_codes->size(); ++i) {
+        const CodeInfo& c = (*g_codes)[i];
+        out.push_back(PythonCode{uint32_t(i), c.file, c.function, c.module});
+    }
+    return out;
 }
 
 PythonFrames::Resolved PythonFrames::resolve(uint64_t word)

@@ -10,17 +10,14 @@
 // The code table is also read at dump time from other threads, under its mutex.
 #pragma once
 
+#include "track/frame_word.h"
+#include "track/image.h"
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace oomscope::track {
-
-// A frame word with bit 63 set is a Python frame: code index in bits 32..62, line in 0..31.
-inline constexpr uint64_t kPythonFrameBit = uint64_t(1) << 63;
-inline bool isPythonFrame(uint64_t word)
-{
-    return (word & kPythonFrameBit) != 0;
-}
 
 class PythonFrames {
 public:
@@ -59,6 +56,8 @@ public:
     };
     // Dump time: a Python frame token back to file, function and line.
     static Resolved resolve(uint64_t word);
+    // Dump time: every code object named so far, by index (the tokens' bits 32..62).
+    static std::vector<PythonCode> codes();
 };
 
 } // namespace oomscope::track

@@ -1,6 +1,6 @@
 #include "track/stack_table.h"
 
-#include "track/flight_file.h"
+#include "track/flight_writer.h"
 #include "track/hash.h"
 
 #include <cstdlib>
@@ -129,6 +129,22 @@ std::vector<uint64_t> StackTable::frames(StackId id) const
         return {};
     const Entry& entry = shard.entries[local];
     return std::vector<uint64_t>(shard.frames.begin() + entry.offset, shard.frames.begin() + entry.offset + entry.count);
+}
+
+std::unordered_map<uint32_t, std::vector<uint64_t>> StackTable::all() const
+{
+    std::unordered_map<uint32_t, std::vector<uint64_t>> out;
+    out.reserve(size());
+    for (uint32_t s = 0; s < kShards; ++s) {
+        const Shard& shard = m_shards[s];
+        std::lock_guard<std::mutex> lock(shard.mutex);
+        for (uint32_t local = 0; local < shard.entries.size(); ++local) {
+            const Entry& e = shard.entries[local];
+            const uint32_t id = (local << kShardBits | s) + 1;
+            out.emplace(id, std::vector<uint64_t>(shard.frames.begin() + e.offset, shard.frames.begin() + e.offset + e.count));
+        }
+    }
+    return out;
 }
 
 size_t StackTable::memoryBytes() const

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 namespace oomscope::track {
@@ -27,6 +28,8 @@ public:
 
     // Dump time. Empty for an unknown id.
     std::vector<uint64_t> frames(StackId id) const;
+    // Dump time: every stack, by StackId value.
+    std::unordered_map<uint32_t, std::vector<uint64_t>> all() const;
     size_t size() const { return m_size.load(std::memory_order_relaxed); }
     size_t memoryBytes() const;
     uint64_t cacheHits() const { return m_cacheHits.load(std::memory_order_relaxed); }

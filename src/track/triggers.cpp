@@ -1,7 +1,7 @@
 #include "track/triggers.h"
 
 #include "track/config.h"
-#include "track/flight_file.h"
+#include "track/flight_writer.h"
 #include "track/process_info.h"
 #include "track/recorder.h"
 
@@ -62,7 +62,7 @@ void* agentMain(void*)
         Recorder* recorder = recorderOrNull();
         if (recorder && processActive()) {
             TriggerInfo trigger;
-            trigger.kind = TriggerKind::Signal;
+            trigger.kind = report::TriggerKind::Signal;
             trigger.reason = std::string("received ") + signalName(sig);
             // The report holds what the file would: the file goes once the report is there.
             if (!recorder->dump(trigger).empty())
@@ -165,7 +165,7 @@ void onExit()
     Recorder* recorder = recorderOrNull();
     if (recorder && processActive() && Config::get().exitReport) {
         TriggerInfo trigger;
-        trigger.kind = TriggerKind::Exit;
+        trigger.kind = report::TriggerKind::Exit;
         trigger.reason = "normal exit";
         recorder->dump(trigger);
     }
@@ -232,7 +232,7 @@ const char* requestDump(const char* reason)
     if (!recorder)
         return "";
     TriggerInfo trigger;
-    trigger.kind = TriggerKind::Request;
+    trigger.kind = report::TriggerKind::Request;
     trigger.reason = reason && *reason ? reason : "requested";
     last = recorder->dump(trigger);
     return last.c_str();

@@ -94,31 +94,31 @@ std::optional<LiveAllocation> VmmTable::release(uint64_t handle)
     return endIfDone(it);
 }
 
-bool VmmTable::map(uint64_t address, uint64_t size, uint64_t handle)
+std::optional<int> VmmTable::map(uint64_t address, uint64_t size, uint64_t handle)
 {
     std::lock_guard<std::mutex> lock(m_mutex);
     auto it = m_handles.find(handle);
     if (it == m_handles.end())
-        return false;
+        return std::nullopt;
     ++it->second.mappings;
     m_mappings[address] = Mapping{address, size, handle, it->second.allocation.device};
     if (it->second.firstMapped == 0 || address < it->second.firstMapped) {
         it->second.firstMapped = address;
         fileUpdate(it->second);
     }
-    return true;
+    return it->second.allocation.device;
 }
 
-std::optional<LiveAllocation> VmmTable::unmap(uint64_t address, uint64_t* handleOut)
+std::optional<LiveAllocation> VmmTable::unmap(uint64_t address, Mapping* unmapped)
 {
     std::lock_guard<std::mutex> lock(m_mutex);
     auto m = m_mappings.find(address);
     if (m == m_mappings.end())
         return std::nullopt;
     const uint64_t handle = m->second.handle;
+    if (unmapped)
+        *unmapped = m->second;
     m_mappings.erase(m);
-    if (handleOut)
-        *handleOut = handle;
     auto it = m_handles.find(handle);
     if (it == m_handles.end())
         return std::nullopt;

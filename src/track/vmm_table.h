@@ -6,7 +6,7 @@
 // map 20 MiB pages), not the per-tensor path.
 #pragma once
 
-#include "track/flight_file.h"
+#include "track/flight_format.h"
 #include "track/live_map.h"
 
 #include <cstdint>
@@ -19,21 +19,18 @@ namespace oomscope::track {
 
 class VmmTable {
 public:
-    struct Mapping {
-        uint64_t address;
-        uint64_t size;
-        uint64_t handle;
-        int device;
-    };
+    using Mapping = VmmMapping;
 
-    // A physical allocation. Returns false if the handle was already known (then replaced).
+    // A physical allocation: its handle in the entry's address (it has no address of its own
+    // until mapped). Returns false if the handle was already known (then replaced).
     bool create(const LiveAllocation& handle);
     // The handle's allocation when this call ends its life (freed now), else nullopt.
     std::optional<LiveAllocation> release(uint64_t handle);
-    // Maps [address, address+size) to handle. False when the handle is unknown.
-    bool map(uint64_t address, uint64_t size, uint64_t handle);
-    // Unmaps the range at address; returns the handle's allocation if that ends its life.
-    std::optional<LiveAllocation> unmap(uint64_t address, uint64_t* handleOut = nullptr);
+    // Maps [address, address+size) to handle: the handle's device, nullopt when it is unknown.
+    std::optional<int> map(uint64_t address, uint64_t size, uint64_t handle);
+    // Unmaps the range at address (*unmapped: the mapping, when there was one); returns the
+    // handle's allocation if that ends its life.
+    std::optional<LiveAllocation> unmap(uint64_t address, Mapping* unmapped = nullptr);
 
     // Live physical allocations, each with `address` set to its first mapped range (0 while
     // unmapped), for sites and attribution.

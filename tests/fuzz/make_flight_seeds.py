@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes small flight-recorder files into tests/fuzz/corpus-flight: seeds for the flight fuzz
-target, laid out as src/track/flight_file.h says (version 1; "vmm" with the VMM table added later). Run again after a layout change."""
+target, laid out as src/track/flight_format.h says (version 2; "vmm" with a VMM table and the counters
+region, "small" without either, as a writer may leave them). Run again after a layout change."""
 import os
 import struct
 
@@ -13,9 +14,9 @@ SIZE = LIVE + LIVE_BYTES
 
 
 def event(time_ns, address, size, stack, kind, api):
-    # Event: timeNs, address, size, stream (u64), stack, thread (u32), error (i16), api (u16),
-    # device (i8), kind, memKind, flags (u8)
-    return struct.pack("<4Q2IhH b3B", time_ns, address, size, 0, stack, 1234, 0, api, 0, kind, 0, 0)
+    # Event: timeNs, address, size, stream, handle (u64), stack, thread (u32), error (i16),
+    # api (u16), device (i8), kind, memKind, flags (u8)
+    return struct.pack("<5Q2IhH b3B", time_ns, address, size, 0, 0, stack, 1234, 0, api, 0, kind, 0, 0)
 
 
 def record(kind, payload):
@@ -24,7 +25,8 @@ def record(kind, payload):
 
 
 VMM, VMM_ENTRIES = SIZE, 4
-VMM_SIZE = SIZE + VMM_ENTRIES * 56
+COUNTERS = SIZE + VMM_ENTRIES * 56
+VMM_SIZE = COUNTERS + 65 * 8
 
 
 def build(journal_cut=False, vmm=False):
@@ -37,7 +39,7 @@ def build(journal_cut=False, vmm=False):
         journal = journal[:-8]
     header = bytearray(4096)
     header[0:8] = b"OOMSFLT1"
-    struct.pack_into("<6I", header, 8, 1, 4096, 48, 64, 40, 64)
+    struct.pack_into("<6I", header, 8, 2, 4096, 56, 64, 40, 64)
     struct.pack_into("<14Q", header, 32, 4321, 1, 10, 20, SIZE, RING, 16, JOURNAL, 512, len(journal), 0,
                      LIVE, LIVE_BYTES, LIVE_BYTES)
     struct.pack_into("<2Q", header, 32 + 14 * 8, LIVE, 64)  # shard 0: the whole arena
@@ -48,13 +50,14 @@ def build(journal_cut=False, vmm=False):
     for s, (t, addr, size, kind, api) in enumerate([(100, 0x7000, 4096, 0, 1), (200, 0x8000, 8192, 0, 1),
                                                     (300, 0x8000, 8192, 1, 2)]):
         struct.pack_into("<Q", data, RING + s * 64, 2 * s + 2)
-        data[RING + s * 64 + 8:RING + s * 64 + 56] = event(t, addr, size, 1, kind, api)
+        data[RING + s * 64 + 8:RING + s * 64 + 64] = event(t, addr, size, 1, kind, api)
     data[JOURNAL:JOURNAL + len(journal)] = journal
     struct.pack_into("<4QIHbB", data, LIVE + 5 * 40, 0x7000, 4096, 100, 0, 1, 1, 0, 0)
     if vmm:
         # The VMM table (files made before it have none): a live handle mapped at 0x9000000, one
         # emptied slot, one half-made slot (no live mark).
-        struct.pack_into("<3Q", data, 3792, VMM, VMM_ENTRIES, 1)  # Header::vmmOffset, after cmdline
+        struct.pack_into("<4Q", data, 3792, VMM, VMM_ENTRIES, 1, COUNTERS)  # Header::vmmOffset, after cmdline
+        struct.pack_into("<2q", data, COUNTERS, 0, 24 << 20)  # device 0's peak: 24 MiB
         struct.pack_into("<6QIHbB", data, VMM, 0x4c4956454d4d56, 0x51, 0x9000000, 2 << 20, 150, 0, 1, 1, 0, 0)
         struct.pack_into("<6QIHbB", data, VMM + 56, 0, 0x52, 0, 4 << 20, 160, 0, 1, 1, 0, 0)
         struct.pack_into("<6QIHbB", data, VMM + 112, 0, 0x53, 0, 8 << 20, 170, 0, 1, 1, 0, 0)

@@ -10,9 +10,9 @@ TEST_CASE("live framework blocks grouped by their Python stack", "[analysis]")
     Report r = oomscope::test::sampleReport();
     REQUIRE(hasBlockStacks(r));
     // Two more active blocks: one of stack 1, one without a stack (autograd's thread).
-    r.segments[0].blocks.push_back(Block{2ull << 30, 256ull << 20, "active_allocated", 1});
-    r.segments[0].blocks.push_back(Block{3ull << 30, 512ull << 20, "active_allocated", std::nullopt});
-    r.segments[0].blocks.push_back(Block{4ull << 30, 64ull << 20, "active_pending_free", 3});
+    r.segments[0].blocks.push_back(Block{2ull << 30, 256ull << 20, BlockState::ActiveAllocated, 1});
+    r.segments[0].blocks.push_back(Block{3ull << 30, 512ull << 20, BlockState::ActiveAllocated, std::nullopt});
+    r.segments[0].blocks.push_back(Block{4ull << 30, 64ull << 20, BlockState::ActiveAwaitingFree, 3});
     const auto sites = tensorSites(r);
     REQUIRE(sites.size() == 3);
     CHECK(sites[0].stack == 1u);

@@ -19,7 +19,7 @@ constexpr uint64_t GiB = 1ull << 30;
 Report base()
 {
     Report r;
-    r.trigger.kind = "exit";
+    r.trigger.kind = TriggerKind::Exit;
     Device d;
     d.index = 0;
     d.totalBytes = 16 * GiB;
@@ -45,11 +45,11 @@ void addStack(Report& r, uint32_t id, std::vector<Frame> frames)
     r.stacks.push_back(Stack{id, std::move(frames)});
 }
 
-Segment segment(uint64_t address, std::vector<std::pair<uint64_t, const char*>> blocks)
+Segment segment(uint64_t address, std::vector<std::pair<uint64_t, BlockState>> blocks)
 {
     Segment s;
     s.address = address;
-    s.kind = "segment";
+    s.kind = SegmentKind::Large;
     uint64_t offset = 0;
     for (auto [size, state] : blocks) {
         s.blocks.push_back(Block{offset, size, state, std::nullopt});
@@ -63,21 +63,21 @@ Segment segment(uint64_t address, std::vector<std::pair<uint64_t, const char*>> 
 Report torchOom(uint64_t request)
 {
     Report r = base();
-    r.trigger.kind = "oom";
+    r.trigger.kind = TriggerKind::Oom;
     r.trigger.framework = "torch";
     r.trigger.device = 0;
     r.trigger.requestedBytes = request;
     r.memory[0].reservedBytes = 10 * GiB;
     r.memory[0].allocatedBytes = 6 * GiB;
-    r.segments.push_back(segment(1ull << 40, {{2 * GiB, "active_allocated"}, {1 * GiB, "inactive"}, {3 * GiB, "active_allocated"}}));
-    r.segments.push_back(segment(2ull << 40, {{1 * GiB, "active_allocated"}, {3 * GiB, "inactive"}}));
+    r.segments.push_back(segment(1ull << 40, {{2 * GiB, BlockState::ActiveAllocated}, {1 * GiB, BlockState::Inactive}, {3 * GiB, BlockState::ActiveAllocated}}));
+    r.segments.push_back(segment(2ull << 40, {{1 * GiB, BlockState::ActiveAllocated}, {3 * GiB, BlockState::Inactive}}));
     return r;
 }
 
 bool has(const std::vector<Diagnosis>& found, const std::string& code, const std::string& severity = "")
 {
     return std::any_of(found.begin(), found.end(), [&](const Diagnosis& d) {
-        return d.code == code && (severity.empty() || d.severity == severity);
+        return d.code == code && (severity.empty() || enumName(d.severity) == severity);
     });
 }
 
@@ -191,7 +191,7 @@ TEST_CASE("rule fragmentation: split blocks late in the run", "[diagnosis]")
 TEST_CASE("rule request_too_large", "[diagnosis]")
 {
     Report big = base();
-    big.trigger.kind = "oom";
+    big.trigger.kind = TriggerKind::Oom;
     big.trigger.device = 0;
     big.trigger.requestedBytes = 20 * GiB;
     const auto fired = diagnose(big, {}, nullptr);
@@ -206,8 +206,8 @@ TEST_CASE("rules activations and optimizer_state", "[diagnosis]")
     Report r = torchOom(5 * GiB);
     addStack(r, 1, {py("/venv/site-packages/transformers/activations.py", 66, "NewGELUActivation.forward")});
     addStack(r, 2, {py("/venv/site-packages/torch/optim/adamw.py", 400, "_multi_tensor_adamw")});
-    r.sites.push_back(Site{1, 0, "device", 3, 8 * GiB, 0, 0});
-    r.sites.push_back(Site{2, 0, "device", 1, 2 * GiB, 0, 0});
+    r.sites.push_back(Site{1, 0, MemKind::Device, 3, 8 * GiB, 0, 0});
+    r.sites.push_back(Site{2, 0, MemKind::Device, 1, 2 * GiB, 0, 0});
     auto found = diagnose(r, {}, nullptr);
     CHECK(has(found, "activations"));
     CHECK_FALSE(has(found, "optimizer_state"));  // 2 of 10 GiB
@@ -224,13 +224,13 @@ TEST_CASE("rules activations and optimizer_state", "[diagnosis]")
 TEST_CASE("rule outside_framework", "[diagnosis]")
 {
     Report r = torchOom(5 * GiB);
-    r.memory[0].bySource = {{"torch", 10 * GiB}, {"nccl", 3 * GiB}, {"cublas", 64 * MiB}};
+    r.memory[0].bySource = {{Source::Torch, 10 * GiB}, {Source::Nccl, 3 * GiB}, {Source::Cublas, 64 * MiB}};
     r.memory[0].untrackedBytes = 600 * MiB;
     const auto found = diagnose(r, {}, nullptr);
     REQUIRE(has(found, "outside_framework"));
     CHECK(get(found, "outside_framework").suggestion.find("NCCL_BUFFSIZE") != std::string::npos);
     CHECK(get(found, "outside_framework").suggestion.find("CUBLAS") == std::string::npos);  // too small to matter
-    r.memory[0].bySource["nccl"] = 100 * MiB;
+    r.memory[0].bySource[Source::Nccl] = 100 * MiB;
     CHECK_FALSE(has(diagnose(r, {}, nullptr), "outside_framework"));
 }
 
@@ -317,7 +317,7 @@ TEST_CASE("leaks: memory never freed at exit, only without a caching allocator",
 {
     Report r = base();
     addStack(r, 3, {});
-    r.sites.push_back(Site{3, 0, "device", 2, 64 * MiB, 0, 0});
+    r.sites.push_back(Site{3, 0, MemKind::Device, 2, 64 * MiB, 0, 0});
     auto leaks = findLeaks(r);
     REQUIRE(leaks.size() == 1);
     CHECK(leaks[0].level == LeakLevel::Exit);
@@ -325,7 +325,7 @@ TEST_CASE("leaks: memory never freed at exit, only without a caching allocator",
     r.capture.backends = {"interpose", "torch"};
     CHECK(findLeaks(r).empty());
     r.capture.backends.clear();
-    r.trigger.kind = "oom";
+    r.trigger.kind = TriggerKind::Oom;
     CHECK(findLeaks(r).empty());
 }
 
@@ -381,13 +381,13 @@ TEST_CASE("leaks: periodic samples count only in programs without step events", 
 {
     Report samples = withSteps(linear(40, 0, 4 * MiB));
     for (Step& s : samples.steps)
-        s.source = "sample";
+        s.source = StepSource::Sample;
     REQUIRE(findLeaks(samples).size() == 1);  // no steps at all: the samples are followed
     // Steps steady, samples (taken before the first step) growing: the steps decide.
     Report mixed = withSteps(std::vector<uint64_t>(40, 9 * MiB));
     for (size_t i = 0; i < 40; ++i) {
         Step sample = mixed.steps[i];
-        sample.source = "sample";
+        sample.source = StepSource::Sample;
         sample.sites[0].bytes = i * 4 * MiB;
         mixed.steps.push_back(sample);
     }

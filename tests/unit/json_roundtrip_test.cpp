@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
 using namespace oomscope::report;
 
 TEST_CASE("a report survives JSON and back unchanged", "[json]")
@@ -22,7 +26,7 @@ TEST_CASE("a report survives JSON and back unchanged", "[json]")
 TEST_CASE("an empty report round-trips", "[json]")
 {
     Report original;
-    original.trigger.kind = "exit";
+    original.trigger.kind = TriggerKind::Exit;
     Report read;
     std::string error;
     REQUIRE(readReport(reportToJson(original), &read, &error));
@@ -35,7 +39,7 @@ TEST_CASE("strings are escaped and made valid UTF-8", "[json]")
     appendJsonString(out, std::string("a\"b\\c\n\x01") + "\xff" + "\xc3\xa9");
     CHECK(out == "\"a\\\"b\\\\c\\n\\u0001\xEF\xBF\xBD\xc3\xa9\"");
     Report r;
-    r.trigger.kind = "request";
+    r.trigger.kind = TriggerKind::Request;
     r.trigger.message = std::string("bad \xc0\xaf bytes \xed\xa0\x80 here");
     Report read;
     std::string error;
@@ -100,4 +104,61 @@ TEST_CASE("a timeline long enough for the parallel row formatting reads back row
             firstDifferent = i;
     }
     CHECK(firstDifferent == r.timeline.rows.size());
+}
+
+// The field table (fields.h) writes what the hand-written writer of the first fixtures wrote:
+// a fixture that has every key of its time reads and writes back to the same bytes; an older
+// one (without the keys added later) to the same bytes once those keys are added.
+TEST_CASE("every v1 fixture written back is the fixture, byte for byte", "[json][fields]")
+{
+    const std::string dir = std::string(OOMSCOPE_FIXTURES) + "/v1/";
+    for (const char* name : {"fake-cuda-exit.json", "fake-cuda-oom.json", "fake-step-loop-leaky-exit.json",
+                             "fake-step-loop-steady-exit.json", "fake-torch-leak-exit.json", "h200-cuda-example-oom.json",
+                             "h200-torch-fraction-oom.json", "h200-torch-gpt2-lines-oom.json", "h200-torch-gpt2-oom.json",
+                             "h200-torch-gpt2-tensors-oom.json", "h200-torch-oom.json"}) {
+        INFO(name);
+        Report read;
+        std::string error;
+        REQUIRE(readReportFile(dir + name, &read, &error));
+        std::ifstream in(dir + name, std::ios::binary);
+        const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::string written = reportToJson(read);
+        // Keys added after a fixture was written come back with their defaults; nothing else moves.
+        const std::pair<const char*, const char*> later[] = {
+            {"\"pools\"", "\"pools\":[],"},
+            {"\"source\"", "\"source\":\"step\","},
+            {"\"peak_allocated_bytes\"", "\"peak_allocated_bytes\":null,"},
+            {"\"expandable_segments\"", "\"expandable_segments\":null,"},
+            {"\"tensors\"", ",\"sites\":[],\"tensors\":[]"}};
+        for (const auto& [key, text] : later) {
+            if (original.find(key) != std::string::npos)
+                continue;
+            for (size_t at; (at = written.find(text)) != std::string::npos;)
+                written.erase(at, std::strlen(text));
+        }
+        CHECK(written == original);
+    }
+}
+
+TEST_CASE("the handle column is written only where an event has a handle, and read back", "[json]")
+{
+    Report r = oomscope::test::sampleReport();
+    const std::string without = reportToJson(r);
+    CHECK(without.find("\"handle\"]") == std::string::npos);
+    r.timeline.rows[1].handle = 0x51;
+    const std::string with = reportToJson(r);
+    CHECK(with.find("\"error\",\"handle\"]") != std::string::npos);
+    Report read;
+    std::string error;
+    REQUIRE(readReport(with, &read, &error));
+    CHECK(read.timeline.rows[1].handle == 0x51);
+    CHECK(read.timeline.rows[0].handle == 0);
+    CHECK(read == r);
+    // A row of the wrong width for its columns names the row.
+    const size_t at = with.find(",81]");
+    REQUIRE(at != std::string::npos);
+    std::string cut = with;
+    cut.erase(at, 3);
+    CHECK_FALSE(readReport(cut, &read, &error));
+    CHECK(error.find("timeline.rows[") == 0);
 }

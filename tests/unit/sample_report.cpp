@@ -8,7 +8,7 @@ report::Report sampleReport()
     Report r;
     r.tool.version = "0.1.0";
     r.tool.options = {{"ring_events", "1048576"}, {"stack_depth", "32"}};
-    r.trigger.kind = "oom";
+    r.trigger.kind = TriggerKind::Oom;
     r.trigger.timeNs = 5'000'000'000;
     r.trigger.device = 0;
     r.trigger.requestedBytes = 3ull << 30;
@@ -50,21 +50,21 @@ report::Report sampleReport()
     m.fragmentedBytes = 3ull << 30;
     m.largestFreeBlockBytes = 1ull << 30;
     m.untrackedBytes = 1ull << 30;
-    m.bySource = {{"torch", 12ull << 30}, {"cublas", 1ull << 30}, {"untracked", 1ull << 30}};
-    m.byKind = {{"device", 13ull << 30}, {"managed", 0}, {"host_pinned", 1ull << 20}};
+    m.bySource = {{Source::Torch, 12ull << 30}, {Source::Cublas, 1ull << 30}, {Source::Untracked, 1ull << 30}};
+    m.byKind = {{MemKind::Device, 13ull << 30}, {MemKind::Managed, 0}, {MemKind::HostPinned, 1ull << 20}};
     r.memory.push_back(m);
     r.atFirstFailure = std::vector<MemoryRow>{m};
     Segment s;
     s.device = 0;
     s.address = 0x7f0000000000;
     s.size = 2ull << 30;
-    s.kind = "cudaMalloc";
+    s.kind = SegmentKind::CudaMalloc;
     s.stream = 0;
-    s.blocks = {{0, 1ull << 30, "active_allocated", 1}, {1ull << 30, 1ull << 30, "inactive", std::nullopt}};
+    s.blocks = {{0, 1ull << 30, BlockState::ActiveAllocated, 1}, {1ull << 30, 1ull << 30, BlockState::Inactive, std::nullopt}};
     r.segments.push_back(s);
-    r.pools.push_back(Pool{0, 0x5555aaaa0000, "default", 64ull << 20, 48ull << 20, 80ull << 20, 60ull << 20, 0});
-    r.sites.push_back(Site{1, 0, "device", 12, 12ull << 30, 1'100'000'000, 4'900'000'000});
-    r.sites.push_back(Site{3, 0, "device", 1, 1ull << 30, 1'200'000'000, 1'200'000'000});
+    r.pools.push_back(Pool{0, 0x5555aaaa0000, PoolRole::Default, 64ull << 20, 48ull << 20, 80ull << 20, 60ull << 20, 0});
+    r.sites.push_back(Site{1, 0, MemKind::Device, 12, 12ull << 30, 1'100'000'000, 4'900'000'000});
+    r.sites.push_back(Site{3, 0, MemKind::Device, 1, 1ull << 30, 1'200'000'000, 1'200'000'000});
     r.timeline.capacity = 1 << 20;
     r.timeline.pushed = 3;
     r.timeline.dropped = 0;
@@ -82,7 +82,7 @@ report::Report sampleReport()
     st.tensors.push_back(StepSite{2, 0, 6ull << 30});
     r.steps.push_back(st);
     r.leaks.push_back(Leak{1, "tensors accumulated across steps", 256 << 20, 40, "grew in 40 of 40 steps"});
-    r.diagnosis.push_back(Diagnosis{"fragmentation", "warning", "3.00 GiB reserved but not allocated",
+    r.diagnosis.push_back(Diagnosis{"fragmentation", Severity::Warning, "3.00 GiB reserved but not allocated",
                                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
     Frame py;
     py.kind = Frame::Kind::Python;

@@ -2,27 +2,28 @@
 
 #include <catch2/catch.hpp>
 
-using oomscope::track::classifySource;
-using oomscope::track::isCudaModule;
+using oomscope::interpret::classifySource;
+using oomscope::interpret::isCudaModule;
+using oomscope::report::enumName;
 
 TEST_CASE("sources by library name, whatever the folder", "[attribution]")
 {
     // A virtualenv named after one framework holds the others too (seen on the H200 image).
     const std::string venv = "/opt/torch/.venv/lib/python3.12/site-packages/";
-    CHECK(std::string(classifySource(venv + "torch/lib/libc10_cuda.so")) == "torch");
-    CHECK(std::string(classifySource(venv + "torch/lib/libtorch_cuda.so")) == "torch");
-    CHECK(std::string(classifySource(venv + "torch/_C.cpython-312-x86_64-linux-gnu.so")) == "torch");
-    CHECK(std::string(classifySource(venv + "nvidia/cu13/lib/libcublas.so.13")) == "cublas");
-    CHECK(std::string(classifySource(venv + "nvidia/cu13/lib/libcublasLt.so.13")) == "cublas");
-    CHECK(std::string(classifySource(venv + "nvidia/cudnn/lib/libcudnn_ops.so.9")) == "cudnn");
-    CHECK(std::string(classifySource(venv + "nvidia/nccl/lib/libnccl.so.2")) == "nccl");
-    CHECK(std::string(classifySource(venv + "jaxlib/xla_extension.so")) == "jax");
-    CHECK(std::string(classifySource(venv + "jax_plugins/xla_cuda13/xla_cuda_plugin.so")) == "jax");
-    CHECK(std::string(classifySource(venv + "cupy/_core/core.cpython-312-x86_64-linux-gnu.so")) == "cupy");
-    CHECK(std::string(classifySource(venv + "cupy_backends/cuda/api/driver.cpython-312-x86_64-linux-gnu.so")) == "cupy");
-    CHECK(std::string(classifySource(venv + "cuda/bindings/cydriver.cpython-312-x86_64-linux-gnu.so")) == "other");
-    CHECK(std::string(classifySource("/home/user/train")) == "other");
-    CHECK(std::string(classifySource("/usr/bin/python3.12")) == "other");
+    CHECK(std::string(enumName(classifySource(venv + "torch/lib/libc10_cuda.so"))) == "torch");
+    CHECK(std::string(enumName(classifySource(venv + "torch/lib/libtorch_cuda.so"))) == "torch");
+    CHECK(std::string(enumName(classifySource(venv + "torch/_C.cpython-312-x86_64-linux-gnu.so"))) == "torch");
+    CHECK(std::string(enumName(classifySource(venv + "nvidia/cu13/lib/libcublas.so.13"))) == "cublas");
+    CHECK(std::string(enumName(classifySource(venv + "nvidia/cu13/lib/libcublasLt.so.13"))) == "cublas");
+    CHECK(std::string(enumName(classifySource(venv + "nvidia/cudnn/lib/libcudnn_ops.so.9"))) == "cudnn");
+    CHECK(std::string(enumName(classifySource(venv + "nvidia/nccl/lib/libnccl.so.2"))) == "nccl");
+    CHECK(std::string(enumName(classifySource(venv + "jaxlib/xla_extension.so"))) == "jax");
+    CHECK(std::string(enumName(classifySource(venv + "jax_plugins/xla_cuda13/xla_cuda_plugin.so"))) == "jax");
+    CHECK(std::string(enumName(classifySource(venv + "cupy/_core/core.cpython-312-x86_64-linux-gnu.so"))) == "cupy");
+    CHECK(std::string(enumName(classifySource(venv + "cupy_backends/cuda/api/driver.cpython-312-x86_64-linux-gnu.so"))) == "cupy");
+    CHECK(std::string(enumName(classifySource(venv + "cuda/bindings/cydriver.cpython-312-x86_64-linux-gnu.so"))) == "other");
+    CHECK(std::string(enumName(classifySource("/home/user/train"))) == "other");
+    CHECK(std::string(enumName(classifySource("/usr/bin/python3.12"))) == "other");
 }
 
 TEST_CASE("CUDA's own modules are looked past", "[attribution]")

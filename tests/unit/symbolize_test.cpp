@@ -15,7 +15,7 @@ __attribute__((noinline)) int hiddenHelperForSymbolizeTest(int x)
 TEST_CASE("symbolizer names a static function from .symtab", "[symbolize]")
 {
     REQUIRE(hiddenHelperForSymbolizeTest(2) == 7);
-    oomscope::track::Symbolizer symbolizer(oomscope::track::loadedModules());
+    oomscope::interpret::Symbolizer symbolizer(oomscope::track::loadedModules());
     // Resolve an address inside the function, as a return address would be.
     const auto pc = reinterpret_cast<uint64_t>(&hiddenHelperForSymbolizeTest) + 4;
     const auto frame = symbolizer.resolve(pc);
@@ -29,7 +29,7 @@ TEST_CASE("symbolizer names a static function from .symtab", "[symbolize]")
 
 TEST_CASE("symbolizer: unknown addresses have no module", "[symbolize]")
 {
-    oomscope::track::Symbolizer symbolizer(oomscope::track::loadedModules());
+    oomscope::interpret::Symbolizer symbolizer(oomscope::track::loadedModules());
     const auto frame = symbolizer.resolve(8);
     CHECK(frame.module == -1);
     CHECK(frame.symbol.empty());
@@ -37,7 +37,7 @@ TEST_CASE("symbolizer: unknown addresses have no module", "[symbolize]")
 
 TEST_CASE("demangling", "[symbolize]")
 {
-    CHECK(oomscope::track::demangle("_ZN3foo3barEv") == "foo::bar()");
-    CHECK(oomscope::track::demangle("plain_c_name") == "plain_c_name");
-    CHECK(oomscope::track::demangle("") == "");
+    CHECK(oomscope::interpret::demangle("_ZN3foo3barEv") == "foo::bar()");
+    CHECK(oomscope::interpret::demangle("plain_c_name") == "plain_c_name");
+    CHECK(oomscope::interpret::demangle("") == "");
 }

@@ -1,8 +1,11 @@
 // The VMM table's copy in the flight-recorder file: what a killed process leaves must be the
 // live physical allocations, each with its lowest mapped address and stack.
+#include "interpret/flight_reader.h"
 #include "track/vmm_table.h"
 
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 
 #include <fstream>
 #include <iterator>
@@ -109,30 +112,36 @@ TEST_CASE("the flight file's VMM slots are reused, and what does not fit is coun
     REQUIRE(find(live, 2)->allocation.size == 250);
 }
 
-TEST_CASE("a flight file's VMM table is read back; files without one still read", "[vmm]")
+TEST_CASE("a flight file's VMM table and peaks are read back, and files without them still read", "[vmm][flight]")
 {
-    const auto read = [](const char* name, oomscope::track::FlightImage* image, std::string* error) {
+    const auto read = [](const char* name, oomscope::track::TrackImage* image, std::string* error) {
         std::ifstream in(std::string(OOMSCOPE_FIXTURES) + "/../fuzz/corpus-flight/" + name, std::ios::binary);
         REQUIRE(in);
         const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        return oomscope::track::readFlightImage(bytes.data(), bytes.size(), image, error);
+        return oomscope::interpret::readFlightImage(bytes.data(), bytes.size(), image, error);
     };
-    oomscope::track::FlightImage image;
+    oomscope::track::TrackImage image;
     std::string error;
     REQUIRE(read("vmm", &image, &error));
-    REQUIRE(image.vmmRegion);
-    REQUIRE(image.liveVmm == 1);  // the emptied slot and the one without its live mark are not
-    REQUIRE(image.vmmNotKept == 1);
-    REQUIRE(image.live.size() == 2);  // the live map's one entry, then the VMM one
+    REQUIRE(image.live.size() == 2);  // the live map's one entry, then the VMM one (not the emptied
+                                      // slot, nor the one without its live mark)
     REQUIRE(image.live.back().address == 0x9000000);
     REQUIRE(image.live.back().size == (2u << 20));
+    REQUIRE(std::count_if(image.notes.begin(), image.notes.end(), [](const std::string& n) {
+                return n.find("1 VMM allocations did not fit") == 0;
+            }) == 1);
+    REQUIRE(image.counters.size() == 1);
+    CHECK(image.counters[0].device == 0);
+    CHECK(image.counters[0].peakDeviceBytes == (24u << 20));
+    CHECK(image.counters[0].tracked() == 4096 + (2u << 20));
 
-    oomscope::track::FlightImage older;
+    oomscope::track::TrackImage older;
     REQUIRE(read("small", &older, &error));
-    REQUIRE(!older.vmmRegion);
-    REQUIRE(older.liveVmm == 0);
+    REQUIRE(older.live.size() == 1);
+    REQUIRE(older.counters.size() == 1);
+    CHECK(older.counters[0].peakDeviceBytes == 4096);  // no counters region: at least what is live
 
-    oomscope::track::FlightImage cut;
+    oomscope::track::TrackImage cut;
     REQUIRE(!read("vmm-truncated", &cut, &error));
     REQUIRE(error.find("truncated or damaged") != std::string::npos);
 }

@@ -13,7 +13,7 @@ int recoverCommand(const RecoverOptions& o)
 {
     report::Report r;
     std::string error;
-    if (!track::recoverReport(o.file, &r, &error)) {
+    if (!interpret::recoverReport(o.file, &r, &error)) {
         logError("recover: " + error);
         return kExitUsage;
     }

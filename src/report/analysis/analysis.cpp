@@ -1,5 +1,7 @@
 #include "report/analysis/analysis.h"
 
+#include "report/format.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -80,7 +82,7 @@ std::vector<TensorSite> tensorSites(const Report& report)
     std::map<std::tuple<int64_t, uint32_t, bool>, TensorSite> groups;
     for (const Segment& s : report.segments) {
         for (const Block& b : s.blocks) {
-            if (b.state.rfind("active", 0) != 0)
+            if (b.state == BlockState::Inactive)
                 continue;
             TensorSite& site = groups[{s.device, b.stack.value_or(0), b.stack.has_value()}];
             site.stack = b.stack;
@@ -123,7 +125,7 @@ std::vector<DeviceFragmentation> fragmentation(const Report& report)
         ++f.segments;
         bool live = false, free = false;
         for (const Block& b : s.blocks) {
-            if (b.state == "inactive") {
+            if (b.state == BlockState::Inactive) {
                 free = true;
                 ++f.freeBlocks;
                 f.largestFree = std::max(f.largestFree, b.size);
@@ -141,7 +143,7 @@ std::vector<DeviceFragmentation> fragmentation(const Report& report)
                     continue;
                 f.reserved += s.size;
                 for (const Block& b : s.blocks)
-                    f.allocated += b.state == "inactive" ? 0 : b.size;
+                    f.allocated += b.state == BlockState::Inactive ? 0 : b.size;
             }
         }
         if (f.reserved == 0 && !f.haveBlocks)
@@ -150,13 +152,30 @@ std::vector<DeviceFragmentation> fragmentation(const Report& report)
         f.external = f.freeInCache ? 1.0 - double(f.largestFree) / double(f.freeInCache) : 0.0;
         if (f.external < 0)
             f.external = 0;
-        if (report.trigger.kind == "oom" && report.trigger.device == device && report.trigger.requestedBytes) {
+        if (report.trigger.kind == TriggerKind::Oom && report.trigger.device == device && report.trigger.requestedBytes) {
             f.request = report.trigger.requestedBytes;
             f.requestBlockedByFragmentation = *f.request <= f.freeInCache && *f.request > f.largestFree;
         }
         out.push_back(f);
     }
     return out;
+}
+
+std::string describeFrame(const Report& r, const Frame& f)
+{
+    if (f.kind == Frame::Kind::Python && f.file == kBorrowedFrameFile && f.line == 0)
+        return "-- " + f.function + " --";
+    if (f.kind == Frame::Kind::Python)
+        return f.file + ":" + std::to_string(f.line) + "  " + f.function;
+    std::string module = "?";
+    if (f.module) {
+        if (const Module* m = r.findModule(*f.module))
+            module = baseName(m->path);
+    }
+    const std::string where = module + "+" + formatHex(f.offset);
+    if (f.symbol.empty())
+        return "?? (" + where + ")";
+    return truncateMiddle(f.symbol, 110) + "  (" + where + ")";
 }
 
 } // namespace oomscope::report

@@ -30,6 +30,9 @@ inline constexpr const char* kBorrowedFrameFile = "<main thread>";
 bool inFrameworkPackage(const std::string& file);
 const Frame* programFrame(const Stack& stack, bool* borrowed = nullptr);
 
+// One frame as text: "file.py:12  forward" or "symbol  (module+0x1a2b)".
+std::string describeFrame(const Report& report, const Frame& frame);
+
 // True when the report carries block stacks at all (PyTorch's history was on).
 bool hasBlockStacks(const Report& report);
 

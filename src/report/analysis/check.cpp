@@ -2,7 +2,7 @@
 
 #include "report/analysis/analysis.h"
 #include "report/format.h"
-#include "report/render/table.h"
+#include "report/analysis/analysis.h"
 
 #include <algorithm>
 #include <cctype>
@@ -71,7 +71,7 @@ double fragmentationPercent(const Report& r, int64_t* device, uint64_t* bytes)
             uint64_t free = 0;
             bool live = false;
             for (const Block& b : s.blocks) {
-                if (b.state == "inactive")
+                if (b.state == BlockState::Inactive)
                     free += b.size;
                 else
                     live = true;

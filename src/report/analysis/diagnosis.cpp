@@ -2,7 +2,7 @@
 
 #include "report/analysis/analysis.h"
 #include "report/format.h"
-#include "report/render/table.h"
+#include "report/analysis/analysis.h"
 
 #include <algorithm>
 #include <cmath>
@@ -64,7 +64,7 @@ void fragmentationRules(const Report& r, std::vector<Diagnosis>& out)
     bool fired = false;
     for (const DeviceFragmentation& f : fragmentation(r)) {
         if (f.requestBlockedByFragmentation) {
-            out.push_back({"fragmentation", "error",
+            out.push_back({"fragmentation", Severity::Error,
                            dev(f.device) + ": the request of " + formatBytes(*f.request) + " fits in the " +
                                formatBytes(f.freeInCache) + " free inside reserved memory taken together, but the "
                                "largest free block is " + formatBytes(f.largestFree) + " (external fragmentation " +
@@ -74,7 +74,7 @@ void fragmentationRules(const Report& r, std::vector<Diagnosis>& out)
             fired = true;
         } else if (f.freeInCache >= kGiB && double(f.freeInCache) >= 0.25 * double(f.reserved) && f.haveBlocks &&
                    f.external >= 0.5) {
-            out.push_back({"fragmentation", "warning",
+            out.push_back({"fragmentation", Severity::Warning,
                            dev(f.device) + ": " + formatBytes(f.freeInCache) + " (" +
                                percent(double(f.freeInCache) / double(f.reserved)) +
                                " of reserved) sits free in the cache in pieces; the largest is " +
@@ -115,7 +115,7 @@ void fragmentationRules(const Report& r, std::vector<Diagnosis>& out)
         }
         const uint64_t reserved = *d.reservedBytes;
         if (peak && !expandable && double(reserved) >= 1.5 * double(peak) && reserved - peak >= kGiB) {
-            out.push_back({"fragmentation", "warning",
+            out.push_back({"fragmentation", Severity::Warning,
                            dev(device) + ": late in the run PyTorch reserves " + formatBytes(reserved) +
                                " while the most it ever allocated at once is " + formatBytes(peak) + ": " +
                                formatBytes(reserved - peak) + " of cache exists only because free memory was in "
@@ -124,7 +124,7 @@ void fragmentationRules(const Report& r, std::vector<Diagnosis>& out)
             continue;
         }
         if (split >= 512 * kMiB && share(&d) >= 0.2)
-            out.push_back({"fragmentation", "warning",
+            out.push_back({"fragmentation", Severity::Warning,
                            dev(device) + ": late in the run " + formatBytes(split) + " (" + percent(share(&d)) +
                                " of " + formatBytes(*d.reservedBytes) + " reserved) sits in split, unused blocks "
                                "(median of the last " + std::to_string(list.size()) + " steps; allocated " +
@@ -136,7 +136,7 @@ void fragmentationRules(const Report& r, std::vector<Diagnosis>& out)
 
 void requestRule(const Report& r, std::vector<Diagnosis>& out)
 {
-    if (r.trigger.kind != "oom" || !r.trigger.requestedBytes || !r.trigger.device)
+    if (r.trigger.kind != TriggerKind::Oom || !r.trigger.requestedBytes || !r.trigger.device)
         return;
     const auto total = totalOf(r, *r.trigger.device);
     const uint64_t request = *r.trigger.requestedBytes;
@@ -145,25 +145,25 @@ void requestRule(const Report& r, std::vector<Diagnosis>& out)
     const std::string what = request > *total ? " is larger than the whole device (" + formatBytes(*total) + ")"
                                               : " is " + percent(double(request) / double(*total)) +
                                                     " of the device's " + formatBytes(*total);
-    out.push_back({"request_too_large", "error", "one request of " + formatBytes(request) + what,
+    out.push_back({"request_too_large", Severity::Error, "one request of " + formatBytes(request) + what,
                    "a smaller batch, or micro-batches with gradient accumulation (the same effective batch in k "
                    "steps of 1/k); for one huge tensor, shard or chunk it"});
 }
 
 void compositionRules(const Report& r, std::vector<Diagnosis>& out)
 {
-    if (!r.trigger.framework || r.trigger.kind != "oom")
+    if (!r.trigger.framework || r.trigger.kind != TriggerKind::Oom)
         return;
     uint64_t total = 0, forward = 0;
     for (const Site& s : r.sites) {
-        if (s.kind != "device")
+        if (s.kind != MemKind::Device)
             continue;
         total += s.bytes;
         if (stackHas(r, s.stack, isForward))
             forward += s.bytes;
     }
     if (total && double(forward) >= 0.5 * double(total))
-        out.push_back({"activations", "warning",
+        out.push_back({"activations", Severity::Warning,
                        formatBytes(forward) + " (" + percent(double(forward) / double(total)) +
                            " of the memory PyTorch reserved) was allocated under forward(): activations kept "
                            "for backward",
@@ -175,7 +175,7 @@ void compositionRules(const Report& r, std::vector<Diagnosis>& out)
     if (hasBlockStacks(r)) {
         for (const Segment& seg : r.segments) {
             for (const Block& b : seg.blocks) {
-                if (b.state.rfind("active", 0) != 0)
+                if (b.state == BlockState::Inactive)
                     continue;
                 allocated += b.size;
                 if (b.stack && stackHas(r, *b.stack, isOptimizer))
@@ -185,12 +185,12 @@ void compositionRules(const Report& r, std::vector<Diagnosis>& out)
     } else {
         allocated = total;
         for (const Site& s : r.sites) {
-            if (s.kind == "device" && stackHas(r, s.stack, isOptimizer))
+            if (s.kind == MemKind::Device && stackHas(r, s.stack, isOptimizer))
                 optimizer += s.bytes;
         }
     }
     if (allocated && double(optimizer) >= 0.25 * double(allocated))
-        out.push_back({"optimizer_state", "warning",
+        out.push_back({"optimizer_state", Severity::Warning,
                        formatBytes(optimizer) + " (" + percent(double(optimizer) / double(allocated)) +
                            ") is optimizer state, allocated in torch.optim",
                        "an 8-bit optimizer (bitsandbytes AdamW8bit keeps a quarter of Adam's state), or shard the "
@@ -203,8 +203,8 @@ void outsideRule(const Report& r, std::vector<Diagnosis>& out)
         if (!row.reservedBytes)
             continue;
         std::map<std::string, uint64_t> parts;
-        for (const auto& [source, bytes] : row.bySource) {
-            if (source != "torch" && bytes)
+        for (const auto& [source, bytes] : byName(row.bySource)) {
+            if (source != "torch" && source != "untracked" && bytes)
                 parts[source] = bytes;
         }
         if (row.untrackedBytes && *row.untrackedBytes)
@@ -234,7 +234,7 @@ void outsideRule(const Report& r, std::vector<Diagnosis>& out)
             else
                 remedy += sep + source + ": its own memory settings";
         }
-        out.push_back({"outside_framework", "info",
+        out.push_back({"outside_framework", Severity::Info,
                        dev(row.device) + ": " + formatBytes(outside) + " outside PyTorch's allocator (" + list + ")",
                        remedy.empty() ? "the libraries' own memory settings" : remedy});
     }
@@ -256,7 +256,7 @@ void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const So
                    " steps (" + formatBytes(leak.firstBytes) + " -> " + formatBytes(leak.lastBytes) + ", device " +
                    std::to_string(leak.device) +
                    (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") + ")";
-        out.push_back({"growth", "warning", what + where + " — " + b.blame.pattern, b.blame.remedy});
+        out.push_back({"growth", Severity::Warning, what + where + " — " + b.blame.pattern, b.blame.remedy});
     }
 }
 
@@ -278,22 +278,22 @@ void churnRule(const Report& r, std::vector<Diagnosis>& out)
     const bool torch = r.trigger.framework || std::find(r.capture.backends.begin(), r.capture.backends.end(),
                                                         "torch") != r.capture.backends.end();
     if (torch)
-        out.push_back({"cache_churn", "warning",
+        out.push_back({"cache_churn", Severity::Warning,
                        std::to_string(frees) + " segments given back to CUDA and " + std::to_string(allocs) +
                            " taken in the timeline: PyTorch's cache is being emptied and refilled (each cudaFree "
                            "synchronizes the device)",
                        "remove torch.cuda.empty_cache() from the step loop, or call it rarely; "
                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
     else
-        out.push_back({"cache_churn", "warning",
+        out.push_back({"cache_churn", Severity::Warning,
                        std::to_string(allocs) + " allocations and " + std::to_string(frees) +
                            " frees of device memory in the timeline (each cudaFree synchronizes the device)",
                        "reuse buffers across iterations, or allocate stream-ordered (cudaMallocAsync) from a pool"});
 }
 
-int severityRank(const std::string& s)
+int severityRank(Severity s)
 {
-    return s == "error" ? 0 : s == "warning" ? 1 : 2;
+    return s == Severity::Error ? 0 : s == Severity::Warning ? 1 : 2;
 }
 
 } // namespace

@@ -2,7 +2,7 @@
 
 #include "report/analysis/analysis.h"
 #include "report/format.h"
-#include "report/render/table.h"
+#include "report/analysis/analysis.h"
 
 #include <algorithm>
 #include <map>
@@ -23,7 +23,7 @@ bool hasCachingAllocator(const Report& r)
     for (const MemoryRow& row : r.memory) {
         if (row.reservedBytes)
             return true;
-        for (const char* source : {"torch", "cupy", "jax"}) {
+        for (Source source : {Source::Torch, Source::Cupy, Source::Jax}) {
             auto it = row.bySource.find(source);
             if (it != row.bySource.end() && it->second > 0)
                 return true;
@@ -117,10 +117,10 @@ std::optional<Pattern> patternOfLine(const std::string& text)
 std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
 {
     // Step events when the program has them; periodic samples only in programs without.
-    const bool haveSteps = std::any_of(r.steps.begin(), r.steps.end(), [](const Step& s) { return s.source == "step"; });
+    const bool haveSteps = std::any_of(r.steps.begin(), r.steps.end(), [](const Step& s) { return s.source == StepSource::Step; });
     std::vector<const Step*> steps;
     for (const Step& s : r.steps) {
-        if (!haveSteps || s.source == "step")
+        if (!haveSteps || s.source == StepSource::Step)
             steps.push_back(&s);
     }
     std::vector<LeakFinding> out;
@@ -180,7 +180,7 @@ std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
         }
     }
     // Never freed at exit, in a program without a caching allocator.
-    if (r.trigger.kind == "exit" && !hasCachingAllocator(r)) {
+    if (r.trigger.kind == TriggerKind::Exit && !hasCachingAllocator(r)) {
         std::set<uint32_t> seen;
         for (const LeakFinding& f : out) {
             if (f.stack)

@@ -46,7 +46,7 @@ std::string deviceLabel(const Report& r, int64_t index)
 void renderHeader(const Report& r, const Style& s, std::ostream& out)
 {
     const Trigger& t = r.trigger;
-    if (t.kind == "oom") {
+    if (t.kind == TriggerKind::Oom) {
         out << s.red("OUT OF MEMORY") << " on " << deviceLabel(r, t.device.value_or(-1)) << "\n";
         out << "  request   " << (t.api.empty() ? "allocation" : t.api);
         if (t.requestedBytes)
@@ -57,11 +57,11 @@ void renderHeader(const Report& r, const Style& s, std::ostream& out)
         if (t.error) {
             out << "  error     " << (t.errorName.empty() ? "error" : t.errorName) << " (" << *t.error << ")\n";
         }
-    } else if (t.kind == "exit") {
+    } else if (t.kind == TriggerKind::Exit) {
         out << s.bold("EXIT REPORT") << ": memory still held when the process exited\n";
-    } else if (t.kind == "signal") {
+    } else if (t.kind == TriggerKind::Signal) {
         out << s.bold("SIGNAL REPORT") << ": " << t.message << "\n";
-    } else if (t.kind == "recovered") {
+    } else if (t.kind == TriggerKind::Recovered) {
         out << s.bold("RECOVERED REPORT") << ": " << t.message << "\n";
     } else {
         out << s.bold("REQUESTED REPORT") << ": " << t.message << "\n";
@@ -127,12 +127,12 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
                 << (*m.largestFreeBlockBytes >= *r.trigger.requestedBytes ? " (it fits)" : " (it does not fit)") << "\n";
         }
         std::string kinds;
-        for (const auto& [kind, bytes] : m.byKind) {
+        for (const auto& [kind, bytes] : byName(m.byKind)) {
             if (bytes > 0 && kind != "device")
                 kinds += "  " + kind + " " + formatBytes(bytes);
         }
         std::string sources;
-        for (const auto& [source, bytes] : m.bySource) {
+        for (const auto& [source, bytes] : byName(m.bySource)) {
             if (bytes > 0)
                 sources += "  " + source + " " + formatBytes(bytes);
         }
@@ -204,7 +204,7 @@ void renderSites(const Report& r, const RenderOptions& o, const Style& s, std::o
     for (size_t i = 0; i < n; ++i) {
         const Site& site = r.sites[i];
         out << "  #" << (i + 1) << "  " << s.bold(formatBytes(site.bytes)) << " in " << site.count
-            << (site.count == 1 ? " allocation" : " allocations") << " (device " << site.device << ", " << site.kind
+            << (site.count == 1 ? " allocation" : " allocations") << " (device " << site.device << ", " << enumName(site.kind)
             << ")";
         // The program's own line first: what a Python user recognises.
         if (const Stack* stack = r.findStack(site.stack)) {
@@ -289,7 +289,7 @@ void renderDiagnosis(const Report& r, const RenderOptions& o, const Style& s, st
         return;
     }
     for (const Diagnosis& d : found) {
-        std::string label = d.severity;
+        std::string label = enumName(d.severity);
         std::transform(label.begin(), label.end(), label.begin(), [](unsigned char c) { return char(std::toupper(c)); });
         out << "  " << s.bold(label) << "  " << d.code << ": " << d.message << "\n";
         out << "      -> " << d.suggestion << "\n";
@@ -363,23 +363,6 @@ void renderCoverage(const Report& r, const RenderOptions& o, const Style& s, std
 
 } // namespace
 
-std::string describeFrame(const Report& r, const Frame& f)
-{
-    if (f.kind == Frame::Kind::Python && f.file == kBorrowedFrameFile && f.line == 0)
-        return "-- " + f.function + " --";
-    if (f.kind == Frame::Kind::Python)
-        return f.file + ":" + std::to_string(f.line) + "  " + f.function;
-    std::string module = "?";
-    if (f.module) {
-        if (const Module* m = r.findModule(*f.module))
-            module = baseName(m->path);
-    }
-    const std::string where = module + "+" + formatHex(f.offset);
-    if (f.symbol.empty())
-        return "?? (" + where + ")";
-    return truncateMiddle(f.symbol, 110) + "  (" + where + ")";
-}
-
 void renderReport(const Report& r, const RenderOptions& o, std::ostream& out)
 {
     const Style s{o.color};
@@ -389,7 +372,7 @@ void renderReport(const Report& r, const RenderOptions& o, std::ostream& out)
     renderDiagnosis(r, o, s, out);
     renderSites(r, o, s, out);
     renderTensors(r, o, s, out);
-    if (r.trigger.kind == "oom" && r.trigger.stack) {
+    if (r.trigger.kind == TriggerKind::Oom && r.trigger.stack) {
         out << "\n" << s.bold("Stack of the failed request") << "\n";
         renderStack(r, *r.trigger.stack, o.stackFrames, o.nativeFrames, "        ", s, out);
     }

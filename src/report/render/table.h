@@ -3,6 +3,7 @@
 // no I/O besides the stream.
 #pragma once
 
+#include "report/analysis/analysis.h"
 #include "report/analysis/leaks.h"
 #include "report/model.h"
 
@@ -25,7 +26,5 @@ struct RenderOptions {
 
 void renderReport(const Report& report, const RenderOptions& options, std::ostream& out);
 
-// One frame as text: "file.py:12 forward" or "symbol  (module+0x1a2b)".
-std::string describeFrame(const Report& report, const Frame& frame);
 
 } // namespace oomscope::report

@@ -1,4 +1,4 @@
-#include "track/flight_file.h"
+#include "track/flight_writer.h"
 
 #include "track/config.h"
 #include "track/process_info.h"
@@ -66,7 +66,8 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
         const size_t journalOffset = roundUp(ringOffset + ringBytes, kPage);
         const size_t liveOffset = journalOffset + kJournalBytes;
         const size_t vmmOffset = liveOffset + kLiveArenaBytes;
-        f->m_bytes = roundUp(vmmOffset + kVmmEntries * sizeof(flight::VmmEntry), kPage);
+        const size_t countersOffset = roundUp(vmmOffset + kVmmEntries * sizeof(flight::VmmEntry), kPage);
+        f->m_bytes = roundUp(countersOffset + flight::kCounterSlots * sizeof(int64_t), kPage);
         // A file-size limit below the file: fallocate would raise SIGXFSZ, which kills.
         rlimit limit{};
         if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < f->m_bytes) {
@@ -119,6 +120,7 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
         h->liveBytes = kLiveArenaBytes;
         h->vmmOffset = vmmOffset;
         h->vmmCapacity = kVmmEntries;
+        h->countersOffset = countersOffset;
         copyText(h->hostname, sizeof(h->hostname), process.hostname);
         copyText(h->cwd, sizeof(h->cwd), process.cwd);
         size_t at = 0;
@@ -147,6 +149,11 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
 flight::VmmEntry* FlightFile::vmmEntries() const noexcept
 {
     return reinterpret_cast<flight::VmmEntry*>(m_base + m_header->vmmOffset);
+}
+
+int64_t* FlightFile::counters() const noexcept
+{
+    return reinterpret_cast<int64_t*>(m_base + m_header->countersOffset);
 }
 
 void* FlightFile::allocLive(size_t bytes) noexcept
@@ -298,189 +305,6 @@ void FlightFile::detachInChild() noexcept
     if (m_fd >= 0)
         ::close(m_fd);
     m_fd = -1;
-}
-
-// ---- Reading ----
-
-namespace {
-
-template <class T>
-bool readAt(const unsigned char* data, size_t bytes, uint64_t offset, T* out)
-{
-    if (offset > bytes || bytes - offset < sizeof(T))
-        return false;
-    std::memcpy(out, data + offset, sizeof(T));
-    return true;
-}
-
-bool inside(size_t bytes, uint64_t offset, uint64_t length)
-{
-    return offset <= bytes && length <= bytes - offset;
-}
-
-bool powerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
-
-} // namespace
-
-bool readFlightImage(const unsigned char* data, size_t bytes, FlightImage* image, std::string* error)
-{
-    flight::Header& h = image->header;
-    if (!readAt(data, bytes, 0, &h) || std::memcmp(h.magic, flight::kMagic, sizeof(h.magic)) != 0) {
-        *error = "not an oomscope flight-recorder file";
-        return false;
-    }
-    if (h.version != flight::kVersion) {
-        *error = "flight-recorder file version " + std::to_string(h.version) + " (this oomscope reads " +
-                 std::to_string(flight::kVersion) + ")";
-        return false;
-    }
-    if (h.headerBytes != flight::kHeaderBytes || h.eventBytes != sizeof(Event) || h.slotBytes != flight::kSlotBytes ||
-        h.liveEntryBytes != sizeof(LiveAllocation) || h.liveShards != flight::kLiveShards) {
-        *error = "flight-recorder file from an incompatible oomscope (record sizes differ)";
-        return false;
-    }
-    if (!powerOfTwo(h.ringCapacity) || h.ringCapacity > (uint64_t(1) << 32) ||
-        !inside(bytes, h.ringOffset, h.ringCapacity * flight::kSlotBytes) || !inside(bytes, h.journalOffset, h.journalBytes) ||
-        !inside(bytes, h.liveOffset, h.liveBytes)) {
-        *error = "flight-recorder file is truncated or damaged (regions outside the file)";
-        return false;
-    }
-    h.hostname[sizeof(h.hostname) - 1] = '\0';
-    h.cwd[sizeof(h.cwd) - 1] = '\0';
-    h.cmdline[sizeof(h.cmdline) - 1] = '\0';
-
-    // The ring: every slot whose sequence word says it holds its event whole.
-    std::vector<std::pair<uint64_t, Event>> slots;
-    for (uint64_t i = 0; i < h.ringCapacity; ++i) {
-        const unsigned char* slot = data + h.ringOffset + i * flight::kSlotBytes;
-        uint64_t seq;
-        std::memcpy(&seq, slot, sizeof(seq));
-        if (seq == 0 || (seq & 1) != 0)
-            continue;
-        const uint64_t s = seq / 2 - 1;
-        if ((s & (h.ringCapacity - 1)) != i)
-            continue;  // not this slot's: damage
-        Event e;
-        std::memcpy(&e, slot + 8, sizeof(Event));
-        slots.emplace_back(s, e);
-        image->pushedAtLeast = std::max(image->pushedAtLeast, s + 1);
-    }
-    std::stable_sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) {
-        return a.second.timeNs != b.second.timeNs ? a.second.timeNs < b.second.timeNs : a.first < b.first;
-    });
-    image->events.reserve(slots.size());
-    for (const auto& [s, e] : slots)
-        image->events.push_back(e);
-
-    // The live map: each shard's published table.
-    for (const flight::ShardEntry& shard : h.shards) {
-        if (shard.offset == 0)
-            continue;
-        if (shard.offset == flight::kOutside) {
-            ++image->shardsInMemoryOnly;
-            continue;
-        }
-        if (!powerOfTwo(shard.capacity) || shard.offset < h.liveOffset ||
-            shard.capacity > h.liveBytes / sizeof(LiveAllocation) ||
-            !inside(bytes, shard.offset, shard.capacity * sizeof(LiveAllocation)) ||
-            shard.offset + shard.capacity * sizeof(LiveAllocation) > h.liveOffset + h.liveBytes) {
-            *error = "flight-recorder file is damaged (a live table outside its region)";
-            return false;
-        }
-        for (uint64_t i = 0; i < shard.capacity; ++i) {
-            LiveAllocation a;
-            std::memcpy(&a, data + shard.offset + i * sizeof(LiveAllocation), sizeof(a));
-            if (a.address != 0)
-                image->live.push_back(a);
-        }
-    }
-
-    // The VMM table's region (files made before it have none: offset 0).
-    if (h.vmmOffset != 0) {
-        if (h.vmmCapacity > (uint64_t(1) << 32) || !inside(bytes, h.vmmOffset, h.vmmCapacity * sizeof(flight::VmmEntry))) {
-            *error = "flight-recorder file is truncated or damaged (regions outside the file)";
-            return false;
-        }
-        image->vmmRegion = true;
-        image->vmmNotKept = h.vmmFull;
-        for (uint64_t i = 0; i < h.vmmCapacity; ++i) {
-            flight::VmmEntry e;
-            std::memcpy(&e, data + h.vmmOffset + i * sizeof(e), sizeof(e));
-            if (e.state == flight::kVmmLive && e.allocation.size != 0) {
-                image->live.push_back(e.allocation);
-                ++image->liveVmm;
-            }
-        }
-    }
-
-    // The journal, up to its first record that is not whole.
-    const uint64_t used = std::min(h.journalUsed, h.journalBytes);
-    uint64_t at = 0;
-    while (at + 8 <= used) {
-        uint64_t head;
-        std::memcpy(&head, data + h.journalOffset + at, sizeof(head));
-        const uint32_t type = uint32_t(head);
-        const uint64_t payload = head >> 32;
-        if (type == 0 || payload > used - at - 8) {
-            image->journalCut = true;
-            break;
-        }
-        const unsigned char* p = data + h.journalOffset + at + 8;
-        switch (type) {
-        case flight::kApiName:
-            if (payload >= 4) {
-                uint32_t id;
-                std::memcpy(&id, p, 4);
-                if (id <= UINT16_MAX)
-                    image->apiNames.emplace_back(uint16_t(id), std::string(reinterpret_cast<const char*>(p + 4), payload - 4));
-            }
-            break;
-        case flight::kStack:
-            if (payload >= 8) {
-                uint32_t head2[2];
-                std::memcpy(head2, p, 8);
-                if (uint64_t(head2[1]) * 8 == payload - 8) {
-                    std::vector<uint64_t> frames(head2[1]);
-                    if (!frames.empty())
-                        std::memcpy(frames.data(), p + 8, payload - 8);
-                    image->stacks.emplace_back(head2[0], std::move(frames));
-                }
-            }
-            break;
-        case flight::kPythonCode:
-            if (payload >= 4) {
-                FlightImage::Code code;
-                std::memcpy(&code.index, p, 4);
-                const std::string text(reinterpret_cast<const char*>(p + 4), payload - 4);
-                const size_t a = text.find('\0');
-                const size_t b = a == std::string::npos ? std::string::npos : text.find('\0', a + 1);
-                if (b != std::string::npos) {
-                    code.file = text.substr(0, a);
-                    code.function = text.substr(a + 1, b - a - 1);
-                    code.module = text.substr(b + 1);
-                    image->pythonCodes.push_back(std::move(code));
-                }
-            }
-            break;
-        case flight::kMapping:
-            if (payload >= 24) {
-                FlightImage::Mapping m;
-                uint64_t words[3];
-                std::memcpy(words, p, sizeof(words));
-                m.start = words[0];
-                m.end = words[1];
-                m.offset = words[2];
-                m.path.assign(reinterpret_cast<const char*>(p + 24), payload - 24);
-                if (m.start < m.end)
-                    image->mappings.push_back(std::move(m));
-            }
-            break;
-        default:
-            break;  // a newer record type: skipped
-        }
-        at += 8 + roundUp(payload, 8);
-    }
-    return true;
 }
 
 } // namespace oomscope::track

@@ -1,53 +1,6 @@
-#include "interpose/capture.h"
-
-#include "cupti/backend.h"
-#include "interpose/device_probe.h"
+#include "interpose/recording.h"
 
 namespace oomscope::interpose {
-namespace {
-
-// API ids are registered in hook order right after the recorder's reserved id 0.
-constexpr uint16_t kFirstApi = 1;
-
-// The interposer is a backend when the preload is in the global scope (LD_PRELOAD), not when
-// the library was only opened through CUDA_INJECTION64_PATH.
-class InterposeSource final : public track::CaptureSource {
-public:
-    void describe(report::Capture& capture) override
-    {
-        // The handle of dlopen(NULL) searches the global scope whoever asks (RTLD_DEFAULT
-        // would search our own local scope too).
-        static void* const global = dlopen(nullptr, RTLD_LAZY);
-        if (global && realDlsym(global, "oomscope_version"))
-            capture.backends.push_back("interpose");
-    }
-};
-
-void configure(track::Recorder& r)
-{
-    for (size_t i = 0; i < kHookCount; ++i)
-        r.registerApi(kHooks[i].name);
-    r.setDeviceProbe(&DriverDeviceProbe::instance());
-    static InterposeSource* source = new InterposeSource();  // leaked: reports are written at exit
-    r.addCaptureSource(source);
-}
-
-} // namespace
-
-track::Recorder* recorder() noexcept
-{
-    if (track::Recorder* r = track::Recorder::get())
-        return r;
-    track::Recorder* r = nullptr;
-    try {
-        r = track::Recorder::start(configure);
-    } catch (...) {
-        return nullptr;
-    }
-    if (r)
-        cupti::start();  // once: the cross-check (or, injected, the capture)
-    return r;
-}
 
 ApiId apiOf(HookId id) noexcept
 {
@@ -102,7 +55,7 @@ void afterAlloc(HookId id, track::MemKind kind, int result, uint64_t address, ui
     if (!r)
         return;
     const Family family = kHooks[size_t(id)].family;
-    track::AllocRecord alloc;
+    track::Allocation alloc;
     alloc.api = apiOf(id);
     alloc.kind = kind;
     alloc.device = currentDevice(family);

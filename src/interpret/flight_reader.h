@@ -1,0 +1,23 @@
+// Reads a flight-recorder file (src/track/flight_format.h) into the tracker's image type, the
+// same one a running process's Recorder::snapshot() gives, so that `oomscope recover` builds
+// its report with the one report builder. Every offset and count is checked against the file:
+// a damaged or foreign file gives an error line, never a crash (fuzzed: tests/fuzz).
+// Allocates freely; not for the hot path.
+#pragma once
+
+#include "track/image.h"
+
+#include <cstddef>
+#include <string>
+
+namespace oomscope::interpret {
+
+// `bytes` of a flight file: the image, without the modules (their files are not opened).
+// false with *error on anything that is not a flight file this oomscope reads.
+bool readFlightImage(const unsigned char* data, size_t bytes, track::TrackImage* image, std::string* error);
+
+// The file at path, with its modules (the files the process had mapped, as they are on disk
+// now: the same machine, or one with the same files).
+bool readFlightFile(const std::string& path, track::TrackImage* image, std::string* error);
+
+} // namespace oomscope::interpret

@@ -1,0 +1,300 @@
+// The report format, declared once: for each struct of model.h, its JSON keys in the order
+// they are written, the member each one holds, and since when it exists. The writer
+// (json_writer.cpp), the strict reader (json_reader.cpp) and the schema test
+// (tests/unit/report_fields_test.cpp, both ways against docs/report.schema.json) all walk
+// these tables, so a field added here appears in all three, and one added elsewhere fails the
+// test. Header-only; no third-party types.
+//
+// A visitor is called as v(key, member, since) for each field, in order:
+//   - member types: integers, bool, std::string, the enums of enums.h (written by name),
+//     std::optional<T> (null when empty), std::vector<T>, std::map<K, V> (an object; K a
+//     string or an enum), and every struct described below (an object);
+//   - since: the schema revision that added the key to its object. Revision 0 keys are in
+//     every such object of a v1 report (for an object added later, such as a pool: in every
+//     pool); a key of a later revision may be absent in older reports and reads as its default.
+//   - proxies where the JSON is not one key per member: the timeline's columns and rows
+//     (compact arrays, a million rows: the visitors read and write them their own way), a
+//     step's sites (each a [stack, device, bytes] triple), and a key that is left out, not
+//     null, when empty (AbsentWhenEmpty).
+#pragma once
+
+#include "report/model.h"
+
+#include <type_traits>
+
+namespace oomscope::report::fields {
+
+// Schema revisions of oomscope.report/1 (a key's `since`).
+inline constexpr int kFirst = 0;   // the first v1 fixtures
+inline constexpr int kRound1 = 1;  // pools, step sites and samples, allocator counters, CUPTI coverage
+
+// The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
+template <class T>
+struct TimelineColumns {
+    T& timeline;
+};
+template <class T>
+struct TimelineRows {
+    T& timeline;
+};
+template <class T>
+struct SiteTriples {
+    T& sites;  // std::vector<StepSite>, written as [[stack, device, bytes], ...]
+};
+// An optional key: written only when the optional holds a value, read as empty when absent
+// (where a nullable key is std::optional itself, written as null).
+template <class T>
+struct AbsentWhenEmpty {
+    T& value;
+};
+
+// describe(v, x): the fields of x's type, for a visitor v; x may be const (writers) or not.
+#define OOMSCOPE_DESCRIBE(Type)                                                                                         \
+    template <class V, class T>                                                                                         \
+        requires std::is_same_v<std::remove_const_t<T>, Type>                                                           \
+    void describe(V& v, T& x)
+
+OOMSCOPE_DESCRIBE(Tool)
+{
+    v("name", x.name, kFirst);
+    v("version", x.version, kFirst);
+    v("options", x.options, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Trigger)
+{
+    v("kind", x.kind, kFirst);
+    v("time_ns", x.timeNs, kFirst);
+    v("device", x.device, kFirst);
+    v("requested_bytes", x.requestedBytes, kFirst);
+    v("api", x.api, kFirst);
+    v("error", x.error, kFirst);
+    v("error_name", x.errorName, kFirst);
+    v("stack", x.stack, kFirst);
+    v("framework", x.framework, kFirst);
+    v("message", x.message, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Process)
+{
+    v("pid", x.pid, kFirst);
+    v("ppid", x.ppid, kFirst);
+    v("hostname", x.hostname, kFirst);
+    v("cmdline", x.cmdline, kFirst);
+    v("cwd", x.cwd, kFirst);
+    v("start_time_unix_ns", x.startUnixNs, kFirst);
+    v("start_time_ns", x.startNs, kFirst);
+    v("rank", x.rank, kFirst);
+    v("local_rank", x.localRank, kFirst);
+    v("world_size", x.worldSize, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Device)
+{
+    v("index", x.index, kFirst);
+    v("name", x.name, kFirst);
+    v("uuid", x.uuid, kFirst);
+    v("total_bytes", x.totalBytes, kFirst);
+    v("free_bytes", x.freeBytes, kFirst);
+    v("driver_version", x.driverVersion, kFirst);
+    v("runtime_version", x.runtimeVersion, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(MemoryRow)
+{
+    v("device", x.device, kFirst);
+    v("tracked_bytes", x.trackedBytes, kFirst);
+    v("peak_tracked_bytes", x.peakTrackedBytes, kFirst);
+    v("allocated_bytes", x.allocatedBytes, kFirst);
+    v("reserved_bytes", x.reservedBytes, kFirst);
+    v("fragmented_bytes", x.fragmentedBytes, kFirst);
+    v("largest_free_block_bytes", x.largestFreeBlockBytes, kFirst);
+    v("untracked_bytes", x.untrackedBytes, kFirst);
+    v("by_source", x.bySource, kFirst);
+    v("by_kind", x.byKind, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Block)
+{
+    v("offset", x.offset, kFirst);
+    v("size", x.size, kFirst);
+    v("state", x.state, kFirst);
+    v("stack", x.stack, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Segment)
+{
+    v("device", x.device, kFirst);
+    v("address", x.address, kFirst);
+    v("size", x.size, kFirst);
+    v("kind", x.kind, kFirst);
+    v("stream", x.stream, kFirst);
+    v("blocks", x.blocks, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Pool)
+{
+    v("device", x.device, kFirst);
+    v("handle", x.handle, kFirst);
+    v("role", x.role, kFirst);
+    v("reserved_bytes", x.reservedBytes, kFirst);
+    v("used_bytes", x.usedBytes, kFirst);
+    v("reserved_high_bytes", x.reservedHighBytes, kFirst);
+    v("used_high_bytes", x.usedHighBytes, kFirst);
+    v("release_threshold_bytes", x.releaseThresholdBytes, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Site)
+{
+    v("stack", x.stack, kFirst);
+    v("device", x.device, kFirst);
+    v("kind", x.kind, kFirst);
+    v("count", x.count, kFirst);
+    v("bytes", x.bytes, kFirst);
+    v("first_ns", x.firstNs, kFirst);
+    v("last_ns", x.lastNs, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Timeline)
+{
+    using Tl = std::remove_reference_t<decltype(x)>;
+    v("columns", TimelineColumns<Tl>{x}, kFirst);
+    v("rows", TimelineRows<Tl>{x}, kFirst);
+    v("capacity", x.capacity, kFirst);
+    v("pushed", x.pushed, kFirst);
+    v("dropped", x.dropped, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(StepDevice)
+{
+    v("device", x.device, kFirst);
+    v("tracked_bytes", x.trackedBytes, kFirst);
+    v("allocated_bytes", x.allocatedBytes, kFirst);
+    v("reserved_bytes", x.reservedBytes, kFirst);
+    v("inactive_split_bytes", x.inactiveSplitBytes, kFirst);
+    v("peak_allocated_bytes", x.peakAllocatedBytes, kRound1);
+    v("expandable_segments", x.expandableSegments, kRound1);
+    v("segment_count", x.segmentCount, kFirst);
+    v("largest_free_block_bytes", x.largestFreeBlockBytes, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Step)
+{
+    using Sites = std::remove_reference_t<decltype((x.sites))>;
+    v("index", x.index, kFirst);
+    v("time_ns", x.timeNs, kFirst);
+    v("source", x.source, kRound1);
+    v("devices", x.devices, kFirst);
+    v("sites", SiteTriples<Sites>{x.sites}, kRound1);
+    v("tensors", SiteTriples<Sites>{x.tensors}, kRound1);
+}
+
+OOMSCOPE_DESCRIBE(Leak)
+{
+    v("stack", x.stack, kFirst);
+    v("pattern", x.pattern, kFirst);
+    v("bytes_per_step", x.bytesPerStep, kFirst);
+    v("steps_observed", x.stepsObserved, kFirst);
+    v("evidence", x.evidence, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Diagnosis)
+{
+    v("code", x.code, kFirst);
+    v("severity", x.severity, kFirst);
+    v("message", x.message, kFirst);
+    v("suggestion", x.suggestion, kFirst);
+}
+
+// A frame's keys depend on its kind: the kind first, then the keys of that kind (the reader
+// has set x.kind by the time it reads them).
+OOMSCOPE_DESCRIBE(Frame)
+{
+    v("kind", x.kind, kFirst);
+    if (x.kind == FrameKind::Python) {
+        v("file", x.file, kFirst);
+        v("line", x.line, kFirst);
+        v("function", x.function, kFirst);
+    } else {
+        v("module", x.module, kFirst);
+        v("offset", x.offset, kFirst);
+        v("symbol", x.symbol, kFirst);
+    }
+}
+
+OOMSCOPE_DESCRIBE(Stack)
+{
+    v("id", x.id, kFirst);
+    v("frames", x.frames, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Module)
+{
+    v("id", x.id, kFirst);
+    v("path", x.path, kFirst);
+    v("build_id", x.buildId, kFirst);
+    v("load_address", x.loadAddress, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(MissedAllocation)
+{
+    v("api", x.api, kFirst);
+    v("size", x.size, kFirst);
+    v("device", x.device, kFirst);
+    v("address", x.address, kFirst);
+    v("time_ns", x.timeNs, kFirst);
+    v("stack", x.stack, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Coverage)
+{
+    v("cupti", x.cupti, kFirst);
+    v("library", x.library, kFirst);
+    v("confirmed", x.confirmed, kFirst);
+    v("missed", x.missed, kFirst);
+    v("missed_bytes", x.missedBytes, kFirst);
+    v("missed_allocations", x.missedAllocations, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(Capture)
+{
+    v("backends", x.backends, kFirst);
+    v("events_pushed", x.eventsPushed, kFirst);
+    v("events_recorded", x.eventsRecorded, kFirst);
+    v("events_dropped", x.eventsDropped, kFirst);
+    v("live_allocations", x.liveAllocations, kFirst);
+    v("distinct_stacks", x.distinctStacks, kFirst);
+    v("ring_bytes", x.ringBytes, kFirst);
+    v("live_map_bytes", x.liveMapBytes, kFirst);
+    v("stack_table_bytes", x.stackTableBytes, kFirst);
+    v("unknown_frees", x.unknownFrees, kFirst);
+    v("unwinder", x.unwinder, kFirst);
+    v("notes", x.notes, kFirst);
+    // Absent (not null) when CUPTI was never tried: an optional key, not a nullable one.
+    v("coverage", AbsentWhenEmpty<std::remove_reference_t<decltype((x.coverage))>>{x.coverage}, kRound1);
+}
+
+OOMSCOPE_DESCRIBE(Report)
+{
+    v("schema", x.schema, kFirst);
+    v("tool", x.tool, kFirst);
+    v("trigger", x.trigger, kFirst);
+    v("process", x.process, kFirst);
+    v("devices", x.devices, kFirst);
+    v("memory", x.memory, kFirst);
+    v("at_first_failure", x.atFirstFailure, kFirst);
+    v("segments", x.segments, kFirst);
+    v("pools", x.pools, kRound1);
+    v("sites", x.sites, kFirst);
+    v("timeline", x.timeline, kFirst);
+    v("steps", x.steps, kFirst);
+    v("leaks", x.leaks, kFirst);
+    v("diagnosis", x.diagnosis, kFirst);
+    v("stacks", x.stacks, kFirst);
+    v("modules", x.modules, kFirst);
+    v("capture", x.capture, kFirst);
+}
+
+#undef OOMSCOPE_DESCRIBE
+
+} // namespace oomscope::report::fields

@@ -1,0 +1,124 @@
+#include "track/live_counters.h"
+
+#include <algorithm>
+#include <new>
+
+namespace oomscope::track {
+namespace {
+
+std::atomic<uint64_t> g_nextId{1};
+
+// A thread's cell and its device-memory deltas not yet added to the batched totals (the first
+// kBatchedSlots device slots; others go straight through). Plain data: no destructor.
+constexpr int kBatchedSlots = 8;
+struct ThreadLive {
+    uint64_t owner = 0;
+    void* cell = nullptr;
+    int64_t pending[kBatchedSlots] = {};
+};
+thread_local ThreadLive t_live __attribute__((tls_model("initial-exec")));
+
+} // namespace
+
+LiveCounters::LiveCounters(int64_t* peaks)
+    : m_id(g_nextId.fetch_add(1, std::memory_order_relaxed)),
+      m_peak(peaks ? reinterpret_cast<std::atomic<int64_t>*>(peaks) : m_ownPeaks)
+{
+}
+
+LiveCounters::~LiveCounters()
+{
+    for (Cell* c = m_cells.load(std::memory_order_acquire); c;) {
+        Cell* next = c->next;
+        delete c;
+        c = next;
+    }
+}
+
+LiveCounters::Cell* LiveCounters::newCell() noexcept
+{
+    Cell* cell = new (std::nothrow) Cell();
+    if (!cell)
+        return &m_shared;
+    Cell* head = m_cells.load(std::memory_order_relaxed);
+    do {
+        cell->next = head;
+    } while (!m_cells.compare_exchange_weak(head, cell, std::memory_order_release, std::memory_order_relaxed));
+    return cell;
+}
+
+void LiveCounters::add(int device, MemKind kind, int64_t delta) noexcept
+{
+    const int s = slot(device);
+    ThreadLive& t = t_live;
+    if (__builtin_expect(t.owner != m_id, 0)) {
+        t = ThreadLive{};
+        t.owner = m_id;
+        t.cell = newCell();
+    }
+    auto* cell = static_cast<Cell*>(t.cell);
+    std::atomic<int64_t>& bytes = cell->bytes[s][size_t(kind)];
+    if (__builtin_expect(cell == &m_shared, 0))
+        bytes.fetch_add(delta, std::memory_order_relaxed);
+    else
+        bytes.store(bytes.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+    if (kind != MemKind::Device)
+        return;
+    int64_t flush = delta;
+    if (s < kBatchedSlots) {
+        t.pending[s] += delta;
+        if (t.pending[s] < kPeakBatch && t.pending[s] > -kPeakBatch)
+            return;
+        flush = t.pending[s];
+        t.pending[s] = 0;
+    }
+    const int64_t now = m_batched[s].fetch_add(flush, std::memory_order_relaxed) + flush;
+    int64_t peak = m_peak[s].load(std::memory_order_relaxed);
+    while (now > peak && !m_peak[s].compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+}
+
+int64_t LiveCounters::sum(int s, MemKind kind) const noexcept
+{
+    int64_t total = m_shared.bytes[s][size_t(kind)].load(std::memory_order_relaxed);
+    for (const Cell* c = m_cells.load(std::memory_order_acquire); c; c = c->next)
+        total += c->bytes[s][size_t(kind)].load(std::memory_order_relaxed);
+    return total;
+}
+
+uint64_t LiveCounters::live(int device, MemKind kind) const noexcept
+{
+    const int64_t v = sum(slot(device), kind);
+    return v > 0 ? uint64_t(v) : 0;
+}
+
+uint64_t LiveCounters::peak(int device) const noexcept
+{
+    const int64_t p = m_peak[slot(device)].load(std::memory_order_relaxed);
+    return p > 0 ? uint64_t(p) : 0;
+}
+
+std::vector<DeviceCounters> LiveCounters::snapshot() const
+{
+    std::vector<DeviceCounters> out;
+    // Devices 0 to kMaxDevices - 1; the shared slot of other device numbers is counted but not
+    // shown as a device.
+    for (int s = 1; s <= kMaxDevices; ++s) {
+        DeviceCounters d;
+        d.device = s - 1;
+        bool any = m_peak[s].load(std::memory_order_relaxed) > 0;
+        for (size_t k = 0; k < size_t(MemKind::Count); ++k) {
+            const int64_t v = sum(s, MemKind(k));
+            d.bytes[k] = v > 0 ? uint64_t(v) : 0;
+            any = any || v != 0;
+        }
+        if (!any)
+            continue;
+        const int64_t p = m_peak[s].load(std::memory_order_relaxed);
+        d.peakDeviceBytes = std::max<uint64_t>(p > 0 ? uint64_t(p) : 0, d.tracked());
+        out.push_back(d);
+    }
+    return out;
+}
+
+} // namespace oomscope::track

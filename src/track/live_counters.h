@@ -1,0 +1,61 @@
+// Live bytes per device and memory kind, and each device's peak, kept so that threads
+// allocating at once write no common cache line. add() is called from any thread on the
+// allocation path: a load and a store on the calling thread's own cell (no locked
+// instruction); a thread whose cell cannot be allocated uses a shared one (atomic adds).
+// live() and snapshot() sum the cells: exact, at any time. The peak follows a device total
+// that each thread updates in batches of kPeakBatch bytes (or at once for a larger
+// allocation): exact for allocations of kPeakBatch or more, otherwise low by less than
+// kPeakBatch per allocating thread.
+#pragma once
+
+#include "track/event.h"
+#include "track/image.h"
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace oomscope::track {
+
+static_assert(sizeof(std::atomic<int64_t>) == sizeof(int64_t) && std::atomic<int64_t>::is_always_lock_free,
+              "peaks are kept as plain words in the flight file");
+
+class LiveCounters {
+public:
+    static constexpr int kMaxDevices = 64;
+    static constexpr int64_t kPeakBatch = int64_t(4) << 20;
+
+    // peaks: kMaxDevices + 1 zeroed words where the peaks are kept (the flight file's counters
+    // region, so that a recovered report has them), or nullptr for memory of its own.
+    explicit LiveCounters(int64_t* peaks = nullptr);
+    ~LiveCounters();
+    LiveCounters(const LiveCounters&) = delete;
+    LiveCounters& operator=(const LiveCounters&) = delete;
+
+    // delta > 0: memory became live; < 0: it was freed. Devices outside [0, kMaxDevices) share
+    // one slot, which snapshot() leaves out.
+    void add(int device, MemKind kind, int64_t delta) noexcept;
+
+    uint64_t live(int device, MemKind kind) const noexcept;
+    uint64_t peak(int device) const noexcept;
+    // Every device (of 0 to kMaxDevices - 1) that holds memory or ever held device memory.
+    std::vector<DeviceCounters> snapshot() const;
+
+private:
+    static int slot(int device) { return device >= 0 && device < kMaxDevices ? device + 1 : 0; }
+    struct alignas(64) Cell {
+        std::atomic<int64_t> bytes[kMaxDevices + 1][size_t(MemKind::Count)] = {};
+        Cell* next = nullptr;
+    };
+    Cell* newCell() noexcept;
+    int64_t sum(int slot, MemKind kind) const noexcept;
+
+    uint64_t m_id = 0;  // tells a thread's cell and batch for these counters from an older one's
+    std::atomic<Cell*> m_cells{nullptr};
+    Cell m_shared;
+    std::atomic<int64_t> m_batched[kMaxDevices + 1] = {};
+    std::atomic<int64_t> m_ownPeaks[kMaxDevices + 1] = {};
+    std::atomic<int64_t>* const m_peak;
+};
+
+} // namespace oomscope::track
