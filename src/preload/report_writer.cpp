@@ -6,7 +6,6 @@
 #include "track/config.h"
 #include "track/python_frames.h"
 
-#include <cctype>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -32,16 +31,6 @@ interpret::TriggerFacts triggerFacts(track::Recorder& recorder, const track::Tri
     return facts;
 }
 
-std::string fileStem(const report::Report& report)
-{
-    std::string host = report.process.hostname.empty() ? "host" : report.process.hostname;
-    for (char& c : host) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
-            c = '_';
-    }
-    return "oomscope-" + host + "-" + std::to_string(getpid()) + "-" + report::enumName(report.trigger.kind);
-}
-
 } // namespace
 
 std::string PreloadReportWriter::write(track::Recorder& recorder, const track::TriggerInfo& trigger)
@@ -52,7 +41,7 @@ std::string PreloadReportWriter::write(track::Recorder& recorder, const track::T
         const track::TrackImage image = recorder.snapshot();
         const report::Report report =
             interpret::buildReport(image, trigger, triggerFacts(recorder, trigger, image.pools));
-        const report::WriteResult written = report::writeReportFile(report, config.outputDir, fileStem(report));
+        const report::WriteResult written = report::writeReportFile(report, config.outputDir, report::reportStem(report));
         if (written.ok) {
             if (!config.quiet)
                 dprintf(2, "oomscope: %s report written to %s\n", report::enumName(trigger.kind), written.path.c_str());

@@ -3,6 +3,7 @@
 #include "report/json_writer.h"
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <csignal>
@@ -135,6 +136,16 @@ WriteResult writeReportFile(const Report& report, const std::string& dir, const 
         *err = sink.error();
         return ok;
     });
+}
+
+std::string reportStem(const Report& report)
+{
+    std::string host = report.process.hostname.empty() ? "host" : report.process.hostname;
+    for (char& c : host) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
+            c = '_';
+    }
+    return "oomscope-" + host + "-" + std::to_string(report.process.pid) + "-" + enumName(report.trigger.kind);
 }
 
 } // namespace oomscope::report

@@ -20,4 +20,8 @@ struct WriteResult {
 // dir: folder to write into; stem: file name without ".json".
 WriteResult writeReportFile(const Report& report, const std::string& dir, const std::string& stem);
 
+// The report's file name without ".json": oomscope-<host>-<pid>-<trigger kind>, the host name
+// reduced to letters, digits, '-', '.' and '_'.
+std::string reportStem(const Report& report);
+
 } // namespace oomscope::report

@@ -1,6 +1,6 @@
 // The CLI's logging: spdlog to stderr, one line per message, no timestamps (a CLI, not a
 // daemon). Only the CLI uses spdlog; the preload writes its few notices with dprintf.
-#include "commands.h"
+#include "command.h"
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>

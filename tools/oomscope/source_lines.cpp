@@ -1,6 +1,6 @@
 // Source lines for the diagnosis of leaks, read from the files a report names when they are
 // on this machine (the check usually runs where the program ran).
-#include "commands.h"
+#include "command.h"
 
 #include <fstream>
 #include <map>

@@ -2,7 +2,10 @@
 // preloaded, or injected through CUDA_INJECTION64_PATH (found in this install tree:
 // <prefix>/bin/oomscope → <prefix>/lib/liboomscope.so), waits, lists the reports that appeared
 // and exits as CMD did (the same status, or the same signal).
-#include "commands.h"
+#include "command.h"
+#include "commands/check.h"
+
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <climits>
@@ -147,43 +150,27 @@ int waitForwarding(pid_t child, const sigset_t& signals)
     }
 }
 
-} // namespace
-
-int runCommand(const RunOptions& options)
+// The program's environment: the library preloaded (or injected), the output folder, the
+// Python adapter's path, and what --check needs. false (one line said) when it cannot be.
+bool prepareEnvironment(const std::string& lib, const std::string& outputDir, const std::string& via, bool check)
 {
-    std::string lib;
-    if (const char* override = std::getenv("OOMSCOPE_LIB"); override && *override)
-        lib = override;
-    else
-        lib = dirName(selfDir()) + "/lib/liboomscope.so";
-    if (!isFile(lib)) {
-        logError("run: cannot find the preload library " + lib + " (set OOMSCOPE_LIB)");
-        return kExitUsage;
-    }
-    const std::string outputDir = absolute(options.outputDir.empty() ? "." : options.outputDir);
-    if (!makeDirs(outputDir)) {
-        logError("run: cannot create the output folder " + outputDir + ": " + std::strerror(errno));
-        return kExitUsage;
-    }
-    const std::set<std::string> before = reportsIn(outputDir);
-
-    if (!options.check.empty() && !std::getenv("OOMSCOPE_TORCH_HISTORY")) {
+    if (check && !std::getenv("OOMSCOPE_TORCH_HISTORY")) {
         // Leaks are named by the Python line of the tensors that stay alive: PyTorch's history
         // gives each live block its line (one trace entry kept: the blocks carry the stacks).
         setenv("OOMSCOPE_TORCH_HISTORY", "1", 1);
     }
-    if (!options.check.empty() && !std::getenv("OOMSCOPE_SAMPLE_MS")) {
+    if (check && !std::getenv("OOMSCOPE_SAMPLE_MS")) {
         // Programs without step events are followed by periodic samples (each takes a copy of
         // the live allocations, inside an allocation: off in plain runs).
         setenv("OOMSCOPE_SAMPLE_MS", "1000", 1);
     }
-    if (options.via == "inject") {
+    if (via == "inject") {
         // The driver opens the library in cuInit and calls InitializeInjection: CUPTI's
         // callbacks are the capture. One injection library per process: never replace another's.
         if (const char* other = std::getenv("CUDA_INJECTION64_PATH"); other && *other) {
             logError(std::string("run: CUDA_INJECTION64_PATH is already set (") + other +
                      "): another tool injects into CUDA; use --via=preload");
-            return kExitUsage;
+            return false;
         }
         setenv("CUDA_INJECTION64_PATH", absolute(lib).c_str(), 1);
     } else {
@@ -193,31 +180,36 @@ int runCommand(const RunOptions& options)
     const std::string python = dirName(dirName(lib)) + "/share/oomscope/python";
     if (isDir(python))
         prependEnv("PYTHONPATH", python, ':');
+    return true;
+}
 
-    // SIGCHLD at its default (not ignored: the child must stay to be waited for), then every
-    // signal waitForwarding takes is blocked from before the fork on.
+struct Ran {
+    int status = 0;          // the wait status
+    int execErrno = 0;       // exec failed with this, else 0
+    bool started = false;    // false: fork or pipe failed (said)
+};
+
+// Runs the program with SIGCHLD at its default (not ignored: the child must stay to be waited
+// for) and every signal waitForwarding takes blocked from before the fork on.
+Ran spawn(const std::vector<std::string>& command)
+{
+    Ran ran;
     signal(SIGCHLD, SIG_DFL);
     sigset_t forwarded, previousMask;
     sigemptyset(&forwarded);
     for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGCHLD})
         sigaddset(&forwarded, sig);
     sigprocmask(SIG_BLOCK, &forwarded, &previousMask);
-
     std::vector<char*> argv;
-    for (const std::string& a : options.command)
+    for (const std::string& a : command)
         argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     int errorPipe[2];
-    if (pipe2(errorPipe, O_CLOEXEC) != 0) {
-        logError(std::string("run: pipe: ") + std::strerror(errno));
-        sigprocmask(SIG_SETMASK, &previousMask, nullptr);
-        return kExitUsage;
-    }
-    const pid_t child = fork();
+    const pid_t child = pipe2(errorPipe, O_CLOEXEC) == 0 ? fork() : -2;
     if (child < 0) {
-        logError(std::string("run: fork: ") + std::strerror(errno));
+        logError(std::string(child == -2 ? "run: pipe: " : "run: fork: ") + std::strerror(errno));
         sigprocmask(SIG_SETMASK, &previousMask, nullptr);
-        return kExitUsage;
+        return ran;
     }
     if (child == 0) {
         sigprocmask(SIG_SETMASK, &previousMask, nullptr);  // the program gets the mask we were given
@@ -228,17 +220,17 @@ int runCommand(const RunOptions& options)
         _exit(127);
     }
     close(errorPipe[1]);
-    int execErrno = 0;
-    const bool execFailed = read(errorPipe[0], &execErrno, sizeof(execErrno)) == sizeof(execErrno);
+    if (read(errorPipe[0], &ran.execErrno, sizeof(ran.execErrno)) != sizeof(ran.execErrno))
+        ran.execErrno = 0;
     close(errorPipe[0]);
-
-    const int status = waitForwarding(child, forwarded);
+    ran.status = waitForwarding(child, forwarded);
     sigprocmask(SIG_SETMASK, &previousMask, nullptr);
-    if (execFailed) {
-        logError("run: cannot run " + options.command.front() + ": " + std::strerror(execErrno));
-        return 127;
-    }
+    ran.started = true;
+    return ran;
+}
 
+std::vector<std::string> announceReports(const std::string& outputDir, const std::set<std::string>& before)
+{
     std::vector<std::string> fresh;
     for (const std::string& name : reportsIn(outputDir)) {
         if (!before.count(name))
@@ -251,31 +243,138 @@ int runCommand(const RunOptions& options)
         for (const std::string& path : fresh)
             logInfo("  " + path);
     }
+    return fresh;
+}
 
+// Dies of the program's signal, without leaving a core of our own.
+int dieLike(int sig)
+{
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, nullptr);
+    signal(SIGABRT, SIG_DFL);
+    kill(getpid(), sig);
+    return 128 + sig;
+}
+
+class RunCommand final : public Command {
+public:
+    const char* name() const override { return "run"; }
+    CLI::App* setup(CLI::App& app) override
+    {
+        CLI::App* c = app.add_subcommand(name(), "Run a program with oomscope preloaded: oomscope run [-o DIR] -- CMD ...");
+        c->add_option("--output-dir,-o", m_outputDir, "Folder for the reports (default: the working directory)");
+        c->add_flag("--check{leak}", m_check,
+                    "After the run, check its reports (oomscope check); --check=RULES picks the rules. The "
+                    "program's failure wins, else the check's status");
+        addCheckLimits(*c, m_checkOptions);
+        c->add_option("--via", m_via,
+                      "How the library enters the program: preload (LD_PRELOAD, the default) or inject "
+                      "(CUDA_INJECTION64_PATH: CUPTI callbacks alone, for static runtimes and where LD_PRELOAD "
+                      "is unwelcome)")
+            ->check(CLI::IsMember({"preload", "inject"}));
+        // Everything from the first argument that is not one of run's options on is the command,
+        // passed through untouched (its own options included); a leading "--" is optional.
+        c->prefix_command();
+        m_app = c;
+        return c;
+    }
+    // "oomscope run [options] -- CMD ...": everything after the first "--" is the command,
+    // untouched; the option parser sees only what comes before it.
+    int argumentsToParse(int argc, char** argv) override
+    {
+        for (int i = 2; i < argc; ++i) {
+            if (std::strcmp(argv[i], "--") == 0) {
+                m_afterDashes.assign(argv + i + 1, argv + argc);
+                m_sawDashes = true;
+                return i;
+            }
+        }
+        return argc;
+    }
+    int run() override;
+
+private:
+    bool takeCommand();
+
+    CLI::App* m_app = nullptr;
+    std::string m_outputDir;
+    std::string m_check;  // --check[=RULES]: empty when not asked
+    std::string m_via = "preload";
+    CheckOptions m_checkOptions;
+    std::vector<std::string> m_command;
+    std::vector<std::string> m_afterDashes;
+    bool m_sawDashes = false;
+};
+
+// The program's command line: what the parser left, then what followed "--".
+bool RunCommand::takeCommand()
+{
+    m_command = m_app->remaining();
+    if (!m_command.empty() && m_command.front().size() > 1 && m_command.front()[0] == '-') {
+        logError("run: unknown option " + m_command.front() + " (see oomscope --help)");
+        return false;
+    }
+    if (m_sawDashes) {
+        if (!m_command.empty())
+            m_command.push_back("--");  // a "--" after the command started belongs to the command
+        m_command.insert(m_command.end(), m_afterDashes.begin(), m_afterDashes.end());
+    }
+    if (m_command.empty()) {
+        logError("run: no command given (oomscope run -- CMD ...)");
+        return false;
+    }
+    return true;
+}
+
+int RunCommand::run()
+{
+    if (!takeCommand())
+        return kExitUsage;
+    const char* override = std::getenv("OOMSCOPE_LIB");
+    const std::string lib = override && *override ? override : dirName(selfDir()) + "/lib/liboomscope.so";
+    if (!isFile(lib)) {
+        logError("run: cannot find the preload library " + lib + " (set OOMSCOPE_LIB)");
+        return kExitUsage;
+    }
+    const std::string outputDir = absolute(m_outputDir.empty() ? "." : m_outputDir);
+    if (!makeDirs(outputDir)) {
+        logError("run: cannot create the output folder " + outputDir + ": " + std::strerror(errno));
+        return kExitUsage;
+    }
+    const std::set<std::string> before = reportsIn(outputDir);
+    if (!prepareEnvironment(lib, outputDir, m_via, !m_check.empty()))
+        return kExitUsage;
+    const Ran ran = spawn(m_command);
+    if (!ran.started)
+        return kExitUsage;
+    if (ran.execErrno) {
+        logError("run: cannot run " + m_command.front() + ": " + std::strerror(ran.execErrno));
+        return 127;
+    }
+    const std::vector<std::string> fresh = announceReports(outputDir, before);
     int checkStatus = kExitOk;
-    if (!options.check.empty() && !WIFSIGNALED(status)) {
-        CheckOptions check = options.checkOptions;
+    if (!m_check.empty() && !WIFSIGNALED(ran.status)) {
+        CheckOptions check = m_checkOptions;
         // --check alone (its value is "leak"): leak, plus the rules whose limits are given.
-        check.failOn = options.check == "leak" ? std::string() : options.check;
+        check.failOn = m_check == "leak" ? std::string() : m_check;
         check.reports = fresh;
         if (fresh.empty())
             logInfo("check: no report to check");
         else
-            checkStatus = checkCommand(check);
+            checkStatus = checkReports(check);
     }
-
-    if (WIFSIGNALED(status)) {
-        const int sig = WTERMSIG(status);
-        struct sigaction dfl {};
-        dfl.sa_handler = SIG_DFL;
-        sigaction(sig, &dfl, nullptr);
-        signal(SIGABRT, SIG_DFL);
-        // Die the same way, without leaving a core of our own.
-        kill(getpid(), sig);
-        return 128 + sig;
-    }
-    const int programStatus = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (WIFSIGNALED(ran.status))
+        return dieLike(WTERMSIG(ran.status));
+    const int programStatus = WIFEXITED(ran.status) ? WEXITSTATUS(ran.status) : 1;
     return programStatus != 0 ? programStatus : checkStatus;
+}
+
+} // namespace
+
+std::unique_ptr<Command> makeRunCommand()
+{
+    return std::make_unique<RunCommand>();
 }
 
 } // namespace oomscope::cli

@@ -1,0 +1,105 @@
+// oomscope check REPORT...: the CI gate. Exit 0 clean, 1 with findings, 2 for usage or input
+// errors; the verdict on stdout, JUnit XML on request.
+#include "commands/check.h"
+
+#include "command.h"
+#include "report/analysis/check.h"
+#include "report/json_reader.h"
+#include "report/render/check.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+namespace oomscope::cli {
+
+void addCheckLimits(CLI::App& command, CheckOptions& options)
+{
+    command.add_option("--max-peak", options.maxPeak, "Peak memory limit on any device (e.g. 24GiB, 512MiB)");
+    command.add_option("--max-fragmentation", options.maxFragmentation,
+                       "Limit on the share of reserved memory in split free blocks, percent (default 30 with "
+                       "--fail-on fragmentation)");
+    command.add_option("--junit", options.junit, "Also write the verdict as JUnit XML to FILE");
+}
+
+int checkReports(const CheckOptions& o)
+{
+    report::CheckOptions options;
+    report::CheckArguments args;
+    args.failOn = o.failOn;
+    args.maxPeak = o.maxPeak;
+    args.maxFragmentation = o.maxFragmentation;
+    args.maxGrowth = o.maxGrowth;
+    args.haveBaseline = !o.baseline.empty();
+    std::string error;
+    if (!report::parseCheckArguments(args, &options, &error)) {
+        logError("check: " + error);
+        return kExitUsage;
+    }
+    if (o.reports.empty()) {
+        logError("check: no report given");
+        return kExitUsage;
+    }
+    report::Report baseline;
+    if (!o.baseline.empty()) {
+        if (!report::readReportFile(o.baseline, &baseline, &error)) {
+            logError("check: baseline: " + error);
+            return kExitUsage;
+        }
+        options.baseline = &baseline;
+    }
+    const report::SourceLine source = sourceReader();
+    std::vector<report::CheckedReport> checked;
+    for (const std::string& path : o.reports) {
+        report::Report r;
+        if (!report::readReportFile(path, &r, &error)) {
+            logError("check: " + error);
+            return kExitUsage;
+        }
+        checked.push_back(report::CheckedReport{path, report::checkReport(r, options, source)});
+    }
+    report::renderCheck(checked, std::cout);
+    std::cout.flush();
+    if (!o.junit.empty() && !writeTextFileAtomically(o.junit, report::junitXml(checked), &error)) {
+        logError("check: --junit: " + error);
+        return kExitUsage;
+    }
+    for (const report::CheckedReport& c : checked) {
+        if (!c.passed())
+            return kExitFindings;
+    }
+    return kExitOk;
+}
+
+namespace {
+
+class CheckCommand final : public Command {
+public:
+    const char* name() const override { return "check"; }
+    CLI::App* setup(CLI::App& app) override
+    {
+        CLI::App* c =
+            app.add_subcommand(name(), "Fail (exit 1) on leak patterns, peaks or fragmentation in reports: the CI gate");
+        c->add_option("reports", m_options.reports, "Reports to check")->required();
+        c->add_option("--fail-on", m_options.failOn,
+                      "Rules, comma-separated: leak, peak, fragmentation, growth (default: leak, and each rule "
+                      "whose limit is given)");
+        addCheckLimits(*c, m_options);
+        c->add_option("--baseline", m_options.baseline, "A report to compare the peak with (with --max-growth)");
+        c->add_option("--max-growth", m_options.maxGrowth, "Allowed peak growth over the baseline (e.g. 1GiB)");
+        return c;
+    }
+    int run() override { return checkReports(m_options); }
+
+private:
+    CheckOptions m_options;
+};
+
+} // namespace
+
+std::unique_ptr<Command> makeCheckCommand()
+{
+    return std::make_unique<CheckCommand>();
+}
+
+} // namespace oomscope::cli

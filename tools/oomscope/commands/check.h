@@ -1,0 +1,29 @@
+// `oomscope check`'s options and its gate, shared with `oomscope run --check`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace oomscope::cli {
+
+struct CheckOptions {
+    std::vector<std::string> reports;
+    std::string failOn;  // comma-separated; empty: leak, plus the rules whose limits are given
+    std::string maxPeak;
+    std::string maxFragmentation;
+    std::string baseline;
+    std::string maxGrowth;
+    std::string junit;
+};
+
+// The options that `run --check` takes too (limits and the JUnit file).
+void addCheckLimits(CLI::App& command, CheckOptions& options);
+
+// The gate: 0 clean, 1 with findings, 2 for usage or input errors; the verdict on stdout.
+int checkReports(const CheckOptions& options);
+
+} // namespace oomscope::cli

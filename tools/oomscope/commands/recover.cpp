@@ -1,0 +1,60 @@
+// oomscope recover FILE: the flight-recorder file of a process that ended without a report,
+// turned into one (written atomically next to the file, or into -o DIR). The file stays.
+#include "command.h"
+
+#include "interpret/recover.h"
+#include "report/report_file.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+namespace oomscope::cli {
+namespace {
+
+class RecoverCommand final : public Command {
+public:
+    const char* name() const override { return "recover"; }
+    CLI::App* setup(CLI::App& app) override
+    {
+        CLI::App* c = app.add_subcommand(name(), "Turn the flight-recorder file of a process that died without a "
+                                                 "report (SIGKILL, the OOM killer, a crash) into a report");
+        c->add_option("file", m_file, "The .flight file (OOMSCOPE_OUTPUT_DIR/oomscope-HOST-PID.flight)")->required();
+        c->add_option("-o,--output-dir", m_outputDir, "Where to write the report (default: the file's folder)");
+        return c;
+    }
+    int run() override
+    {
+        report::Report r;
+        std::string error;
+        if (!interpret::recoverReport(m_file, &r, &error)) {
+            logError("recover: " + error);
+            return kExitUsage;
+        }
+        std::string dir = m_outputDir;
+        if (dir.empty()) {
+            const size_t slash = m_file.rfind('/');
+            dir = slash == std::string::npos ? "." : slash == 0 ? "/" : m_file.substr(0, slash);
+        }
+        const report::WriteResult written = report::writeReportFile(r, dir, report::reportStem(r));
+        if (!written.ok) {
+            logError("recover: " + written.error);
+            return kExitUsage;
+        }
+        std::cout << written.path << "\n";
+        return kExitOk;
+    }
+
+private:
+    std::string m_file;
+    std::string m_outputDir;  // default: the flight file's folder (the file itself is left as it is)
+};
+
+} // namespace
+
+std::unique_ptr<Command> makeRecoverCommand()
+{
+    return std::make_unique<RecoverCommand>();
+}
+
+} // namespace oomscope::cli
