@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <sys/stat.h>
@@ -320,6 +321,96 @@ Source& source()
     return *s;
 }
 
+// libcupti: OOMSCOPE_CUPTI_LIB, else one already loaded, else the candidates' folders.
+void* openLibrary(const track::Config& config)
+{
+    if (!config.cuptiLib.empty())
+        return dlopen(config.cuptiLib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    for (const char* soname : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"}) {
+        if (void* lib = dlopen(soname, RTLD_NOLOAD | RTLD_NOW))
+            return lib;
+    }
+    for (const std::string& path : candidates()) {
+        if (void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))
+            return lib;
+    }
+    return nullptr;
+}
+
+struct CuptiApi {
+    GetVersionFn getVersion;
+    SubscribeFn subscribe;
+    Subscribe2Fn subscribe2;
+    UnsubscribeFn unsubscribe;
+    EnableCallbackFn enable;
+    ResultStringFn resultString;
+
+    explicit CuptiApi(void* lib)
+        : getVersion(reinterpret_cast<GetVersionFn>(oi::realDlsym(lib, "cuptiGetVersion"))),
+          subscribe(reinterpret_cast<SubscribeFn>(oi::realDlsym(lib, "cuptiSubscribe"))),
+          subscribe2(reinterpret_cast<Subscribe2Fn>(oi::realDlsym(lib, "cuptiSubscribe_v2"))),
+          unsubscribe(reinterpret_cast<UnsubscribeFn>(oi::realDlsym(lib, "cuptiUnsubscribe"))),
+          enable(reinterpret_cast<EnableCallbackFn>(oi::realDlsym(lib, "cuptiEnableCallback"))),
+          resultString(reinterpret_cast<ResultStringFn>(oi::realDlsym(lib, "cuptiGetResultString")))
+    {
+    }
+    std::string errorText(CUptiResult rc) const
+    {
+        const char* text = nullptr;
+        if (resultString && resultString(rc, &text) == CUPTI_SUCCESS && text)
+            return std::string(text);
+        return "CUPTI error " + std::to_string(int(rc));
+    }
+};
+
+using Fail = std::function<void(const std::string& status, const std::string& why)>;
+
+// Our subscriber, with the memory callback ids enabled one by one (never a whole domain).
+// Called with the mutex held.
+void subscribeLocked(State& s, const CuptiApi& api, const Fail& fail)
+{
+    CUpti_SubscriberHandle subscriber = nullptr;
+    CUptiResult rc;
+    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+    if (api.subscribe2) {
+        CUpti_SubscriberParams params{};
+        params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+        params.subscriberName = "oomscope";
+        params.oldSubscriberName = holder;
+        params.oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN;
+        rc = api.subscribe2(&subscriber, onCallback, nullptr, &params);
+    } else {
+        rc = api.subscribe(&subscriber, onCallback, nullptr);
+    }
+    if (rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+        const std::string who = holder[0] ? std::string(holder) : std::string("another tool");
+        s.status = "busy";
+        s.note = "CUPTI: " + who + " holds CUPTI's one subscriber slot: no cross-check";
+        notice("CUPTI is in use by " + who + (s.injected ? ": nothing can be recorded through CUDA_INJECTION64_PATH"
+                                                         : ": allocations are recorded by the hooks alone"));
+        return;
+    }
+    if (rc != CUPTI_SUCCESS)
+        return fail("failed", "cuptiSubscribe failed: " + api.errorText(rc));
+    size_t count = 0;
+    const CallSpec* calls = memoryCallbacks(&count);
+    size_t refused = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (api.enable(1, subscriber, calls[i].domain, calls[i].cbid) != CUPTI_SUCCESS)
+            ++refused;
+    }
+    if (refused == count) {
+        api.unsubscribe(subscriber);
+        return fail("failed", "CUPTI enabled none of the memory callbacks");
+    }
+    if (refused)
+        s.note = "CUPTI: " + std::to_string(refused) + " of " + std::to_string(count) + " memory callbacks could not be enabled";
+    s.subscriber = subscriber;
+    s.unsubscribe = api.unsubscribe;
+    s.status = "active";
+    s.active.store(true, std::memory_order_release);
+}
+
 // Called with the mutex held.
 void startLocked(State& s)
 {
@@ -337,98 +428,30 @@ void startLocked(State& s)
         s.note = "CUPTI: the program's own profiler subscribed first: no cross-check";
         return;
     }
-    const auto fail = [&](const std::string& status, const std::string& why) {
+    const Fail fail = [&](const std::string& status, const std::string& why) {
         s.status = status;
         s.note = "CUPTI: " + why;
         notice(why + (s.injected ? ": nothing is recorded" : ": allocations are recorded by the hooks alone"));
     };
-
-    void* lib = nullptr;
-    std::vector<std::string> tried;
-    if (!config.cuptiLib.empty()) {
-        tried.push_back(config.cuptiLib);
-        lib = dlopen(config.cuptiLib.c_str(), RTLD_NOW | RTLD_LOCAL);
-    } else {
-        for (const char* soname : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"}) {
-            if ((lib = dlopen(soname, RTLD_NOLOAD | RTLD_NOW)))
-                break;
-        }
-        for (const std::string& path : lib ? std::vector<std::string>() : candidates()) {
-            tried.push_back(path);
-            if ((lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)))
-                break;
-        }
-    }
-    if (!lib) {
-        fail("absent", "no libcupti found (" + (config.cuptiLib.empty() ? std::string("searched next to libcudart, the CUDA toolkit and the loader's path; set OOMSCOPE_CUPTI_LIB") : config.cuptiLib) + ")");
-        return;
-    }
-    const auto getVersion = reinterpret_cast<GetVersionFn>(oi::realDlsym(lib, "cuptiGetVersion"));
-    const auto subscribe = reinterpret_cast<SubscribeFn>(oi::realDlsym(lib, "cuptiSubscribe"));
-    const auto subscribe2 = reinterpret_cast<Subscribe2Fn>(oi::realDlsym(lib, "cuptiSubscribe_v2"));
-    const auto unsubscribe = reinterpret_cast<UnsubscribeFn>(oi::realDlsym(lib, "cuptiUnsubscribe"));
-    const auto enable = reinterpret_cast<EnableCallbackFn>(oi::realDlsym(lib, "cuptiEnableCallback"));
-    const auto resultString = reinterpret_cast<ResultStringFn>(oi::realDlsym(lib, "cuptiGetResultString"));
+    void* lib = openLibrary(config);
+    if (!lib)
+        return fail("absent", "no libcupti found (" +
+                                  (config.cuptiLib.empty() ? std::string("searched next to libcudart, the CUDA toolkit and "
+                                                                         "the loader's path; set OOMSCOPE_CUPTI_LIB")
+                                                           : config.cuptiLib) +
+                                  ")");
+    const CuptiApi api(lib);
     // The file the library was loaded from: its folder and name, by one of its functions.
-    if (Dl_info info{}; dladdr(subscribe ? reinterpret_cast<void*>(subscribe) : reinterpret_cast<void*>(getVersion), &info) &&
+    if (Dl_info info{}; dladdr(api.subscribe ? reinterpret_cast<void*>(api.subscribe) : reinterpret_cast<void*>(api.getVersion),
+                               &info) &&
                         info.dli_fname)
         s.library = info.dli_fname;
     uint32_t version = 0;
-    if (!getVersion || !subscribe || !unsubscribe || !enable || getVersion(&version) != CUPTI_SUCCESS || version < kMinVersion) {
-        fail("too_old", s.library + " is too old (API version " + std::to_string(version) + ", " +
-                            std::to_string(kMinVersion) + " or later needed)");
-        return;
-    }
-    const auto errorText = [&](CUptiResult rc) {
-        const char* text = nullptr;
-        if (resultString && resultString(rc, &text) == CUPTI_SUCCESS && text)
-            return std::string(text);
-        return "CUPTI error " + std::to_string(int(rc));
-    };
-
-    CUpti_SubscriberHandle subscriber = nullptr;
-    CUptiResult rc;
-    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
-    if (subscribe2) {
-        CUpti_SubscriberParams params{};
-        params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-        params.subscriberName = "oomscope";
-        params.oldSubscriberName = holder;
-        params.oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN;
-        rc = subscribe2(&subscriber, onCallback, nullptr, &params);
-    } else {
-        rc = subscribe(&subscriber, onCallback, nullptr);
-    }
-    if (rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-        const std::string who = holder[0] ? std::string(holder) : std::string("another tool");
-        s.status = "busy";
-        s.note = "CUPTI: " + who + " holds CUPTI's one subscriber slot: no cross-check";
-        notice("CUPTI is in use by " + who + (s.injected ? ": nothing can be recorded through CUDA_INJECTION64_PATH"
-                                                         : ": allocations are recorded by the hooks alone"));
-        return;
-    }
-    if (rc != CUPTI_SUCCESS) {
-        fail("failed", "cuptiSubscribe failed: " + errorText(rc));
-        return;
-    }
-    size_t count = 0;
-    const CallSpec* calls = memoryCallbacks(&count);
-    size_t refused = 0;
-    for (size_t i = 0; i < count; ++i) {
-        if (enable(1, subscriber, calls[i].domain, calls[i].cbid) != CUPTI_SUCCESS)
-            ++refused;
-    }
-    if (refused == count) {
-        unsubscribe(subscriber);
-        fail("failed", "CUPTI enabled none of the memory callbacks");
-        return;
-    }
-    if (refused)
-        s.note = "CUPTI: " + std::to_string(refused) + " of " + std::to_string(count) + " memory callbacks could not be enabled";
-    s.subscriber = subscriber;
-    s.unsubscribe = unsubscribe;
-    s.status = "active";
-    s.active.store(true, std::memory_order_release);
+    if (!api.getVersion || !api.subscribe || !api.unsubscribe || !api.enable || api.getVersion(&version) != CUPTI_SUCCESS ||
+        version < kMinVersion)
+        return fail("too_old", s.library + " is too old (API version " + std::to_string(version) + ", " +
+                                   std::to_string(kMinVersion) + " or later needed)");
+    subscribeLocked(s, api, fail);
 }
 
 } // namespace

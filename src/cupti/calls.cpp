@@ -91,18 +91,12 @@ const CallSpec* findCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noe
     return nullptr;
 }
 
-bool readCall(const CallSpec& spec, const CUpti_CallbackData& data, Call* out) noexcept
+namespace {
+
+// The runtime's allocation calls: false for a call it does not know.
+bool readRuntimeCall(HookId hook, const CUpti_CallbackData& data, bool ok, Call& c) noexcept
 {
-    const bool atEntry = data.callbackSite == CUPTI_API_ENTER;
-    if (atEntry != recordedAtEntry(spec.op) || !data.functionParams)
-        return false;
-    Call c;
-    c.spec = &spec;
-    if (!atEntry && data.functionReturnValue)
-        c.result = *static_cast<const int*>(data.functionReturnValue);
-    const bool ok = c.result == 0;
-    switch (spec.hook) {
-    // ---- runtime
+    switch (hook) {
     case HookId::cudaMalloc: {
         const auto& p = params<cudaMalloc_v3020_params>(data);
         c.requested = c.size = p.size;
@@ -172,7 +166,15 @@ bool readCall(const CallSpec& spec, const CUpti_CallbackData& data, Call* out) n
         c.stream = u64(p.hStream);
         break;
     }
-    // ---- driver
+    default: return false;
+    }
+    return true;
+}
+
+// The driver's allocation and free calls: false for a call it does not know.
+bool readDriverAllocCall(HookId hook, const CUpti_CallbackData& data, bool ok, Call& c) noexcept
+{
+    switch (hook) {
     case HookId::cuMemAlloc_v2: {
         const auto& p = params<cuMemAlloc_v2_params>(data);
         c.requested = c.size = p.bytesize;
@@ -232,6 +234,15 @@ bool readCall(const CallSpec& spec, const CUpti_CallbackData& data, Call* out) n
         c.stream = u64(p.hStream);
         break;
     }
+    default: return false;
+    }
+    return true;
+}
+
+// The driver's pool, virtual memory and address-space calls: false for a call it does not know.
+bool readDriverVmmCall(HookId hook, const CUpti_CallbackData& data, bool ok, Call& c) noexcept
+{
+    switch (hook) {
     case HookId::cuMemPoolTrimTo: {
         const auto& p = params<cuMemPoolTrimTo_params>(data);
         c.handle = u64(p.pool);
@@ -274,6 +285,24 @@ bool readCall(const CallSpec& spec, const CUpti_CallbackData& data, Call* out) n
     }
     default: return false;
     }
+    return true;
+}
+
+} // namespace
+
+bool readCall(const CallSpec& spec, const CUpti_CallbackData& data, Call* out) noexcept
+{
+    const bool atEntry = data.callbackSite == CUPTI_API_ENTER;
+    if (atEntry != recordedAtEntry(spec.op) || !data.functionParams)
+        return false;
+    Call c;
+    c.spec = &spec;
+    if (!atEntry && data.functionReturnValue)
+        c.result = *static_cast<const int*>(data.functionReturnValue);
+    const bool ok = c.result == 0;
+    if (!readRuntimeCall(spec.hook, data, ok, c) && !readDriverAllocCall(spec.hook, data, ok, c) &&
+        !readDriverVmmCall(spec.hook, data, ok, c))
+        return false;
     *out = c;
     return true;
 }

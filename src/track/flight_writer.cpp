@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +45,76 @@ FlightFile* FlightFile::active() noexcept
     return g_active.load(std::memory_order_acquire);
 }
 
+namespace {
+
+// Where each region starts: a 4 KiB header, the ring, the journal, the live arena, the VMM
+// table, the counters; and the file's size.
+struct Layout {
+    size_t ringOffset, journalOffset, liveOffset, vmmOffset, countersOffset, bytes;
+};
+
+Layout layoutFor(size_t ringCapacity)
+{
+    Layout l;
+    l.ringOffset = flight::kHeaderBytes;
+    l.journalOffset = roundUp(l.ringOffset + ringCapacity * flight::kSlotBytes, kPage);
+    l.liveOffset = l.journalOffset + kJournalBytes;
+    l.vmmOffset = l.liveOffset + kLiveArenaBytes;
+    l.countersOffset = roundUp(l.vmmOffset + kVmmEntries * sizeof(flight::VmmEntry), kPage);
+    l.bytes = roundUp(l.countersOffset + flight::kCounterSlots * sizeof(int64_t), kPage);
+    return l;
+}
+
+void writeHeader(flight::Header* h, const Layout& l, size_t ringCapacity, const report::Process& process)
+{
+    h->version = flight::kVersion;
+    h->headerBytes = flight::kHeaderBytes;
+    h->eventBytes = sizeof(Event);
+    h->slotBytes = flight::kSlotBytes;
+    h->liveEntryBytes = sizeof(LiveAllocation);
+    h->liveShards = flight::kLiveShards;
+    h->pid = uint64_t(getpid());
+    h->ppid = uint64_t(process.ppid);
+    h->startNs = process.startNs;
+    h->startUnixNs = process.startUnixNs;
+    h->fileBytes = l.bytes;
+    h->ringOffset = l.ringOffset;
+    h->ringCapacity = ringCapacity;
+    h->journalOffset = l.journalOffset;
+    h->journalBytes = kJournalBytes;
+    h->liveOffset = l.liveOffset;
+    h->liveBytes = kLiveArenaBytes;
+    h->vmmOffset = l.vmmOffset;
+    h->vmmCapacity = kVmmEntries;
+    h->countersOffset = l.countersOffset;
+    copyText(h->hostname, sizeof(h->hostname), process.hostname);
+    copyText(h->cwd, sizeof(h->cwd), process.cwd);
+    size_t at = 0;
+    for (const std::string& arg : process.cmdline) {
+        if (at + arg.size() + 1 >= sizeof(h->cmdline))
+            break;
+        std::memcpy(h->cmdline + at, arg.c_str(), arg.size() + 1);
+        at += arg.size() + 1;
+    }
+    // The magic last: a reader never takes a half-made header for a file.
+    uint64_t magic;
+    std::memcpy(&magic, flight::kMagic, sizeof(magic));
+    __atomic_store_n(reinterpret_cast<uint64_t*>(h->magic), magic, __ATOMIC_RELEASE);
+}
+
+std::string flightPath(const Config& config, const report::Process& process)
+{
+    std::string host = process.hostname.empty() ? "host" : process.hostname;
+    for (char& c : host) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
+            c = '_';
+    }
+    const std::string dir = config.outputDir.empty() ? "." : config.outputDir;
+    return dir + "/oomscope-" + host + "-" + std::to_string(getpid()) + ".flight";
+}
+
+} // namespace
+
 FlightFile* FlightFile::create(size_t ringCapacity) noexcept
 {
     const Config& config = Config::get();
@@ -54,86 +125,16 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
         return nullptr;
     try {
         const report::Process process = currentProcess();
-        std::string host = process.hostname.empty() ? "host" : process.hostname;
-        for (char& c : host) {
-            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
-                c = '_';
-        }
-        const std::string dir = config.outputDir.empty() ? "." : config.outputDir;
-        f->m_path = dir + "/oomscope-" + host + "-" + std::to_string(getpid()) + ".flight";
-        const size_t ringBytes = ringCapacity * flight::kSlotBytes;
-        const size_t ringOffset = flight::kHeaderBytes;
-        const size_t journalOffset = roundUp(ringOffset + ringBytes, kPage);
-        const size_t liveOffset = journalOffset + kJournalBytes;
-        const size_t vmmOffset = liveOffset + kLiveArenaBytes;
-        const size_t countersOffset = roundUp(vmmOffset + kVmmEntries * sizeof(flight::VmmEntry), kPage);
-        f->m_bytes = roundUp(countersOffset + flight::kCounterSlots * sizeof(int64_t), kPage);
-        // A file-size limit below the file: fallocate would raise SIGXFSZ, which kills.
-        rlimit limit{};
-        if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < f->m_bytes) {
-            dprintf(2, "oomscope: no flight-recorder file: %zu MiB exceed the file-size limit (ulimit -f)\n",
-                    f->m_bytes >> 20);
+        f->m_path = flightPath(config, process);
+        const Layout layout = layoutFor(ringCapacity);
+        f->m_bytes = layout.bytes;
+        if (!f->openReserved()) {
             delete f;
             return nullptr;
         }
-        // Never through a symlink, never over an existing file (a pid reused from another run's
-        // leftover: that evidence stays).
-        f->m_fd = ::open(f->m_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (f->m_fd < 0) {
-            dprintf(2, "oomscope: no flight-recorder file: cannot create %s: %s\n", f->m_path.c_str(), std::strerror(errno));
-            delete f;
-            return nullptr;
-        }
-        auto fail = [&](const char* what, int err) {
-            dprintf(2, "oomscope: no flight-recorder file: %s %s: %s\n", what, f->m_path.c_str(), std::strerror(err));
-            ::unlink(f->m_path.c_str());
-            ::close(f->m_fd);
-            delete f;
-            return static_cast<FlightFile*>(nullptr);
-        };
-        // Reserved now: a write through the mapping can never find the disk full (SIGBUS).
-        if (const int err = ::fallocate(f->m_fd, 0, 0, off_t(f->m_bytes)) != 0 ? errno : 0)
-            return fail("cannot reserve space for", err);
-        void* mem = ::mmap(nullptr, f->m_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f->m_fd, 0);
-        if (mem == MAP_FAILED)
-            return fail("cannot map", errno);
-        f->m_base = static_cast<char*>(mem);
         f->m_owner = getpid();
-        flight::Header* h = reinterpret_cast<flight::Header*>(f->m_base);
-        f->m_header = h;
-        h->version = flight::kVersion;
-        h->headerBytes = flight::kHeaderBytes;
-        h->eventBytes = sizeof(Event);
-        h->slotBytes = flight::kSlotBytes;
-        h->liveEntryBytes = sizeof(LiveAllocation);
-        h->liveShards = flight::kLiveShards;
-        h->pid = uint64_t(getpid());
-        h->ppid = uint64_t(process.ppid);
-        h->startNs = process.startNs;
-        h->startUnixNs = process.startUnixNs;
-        h->fileBytes = f->m_bytes;
-        h->ringOffset = ringOffset;
-        h->ringCapacity = ringCapacity;
-        h->journalOffset = journalOffset;
-        h->journalBytes = kJournalBytes;
-        h->liveOffset = liveOffset;
-        h->liveBytes = kLiveArenaBytes;
-        h->vmmOffset = vmmOffset;
-        h->vmmCapacity = kVmmEntries;
-        h->countersOffset = countersOffset;
-        copyText(h->hostname, sizeof(h->hostname), process.hostname);
-        copyText(h->cwd, sizeof(h->cwd), process.cwd);
-        size_t at = 0;
-        for (const std::string& arg : process.cmdline) {
-            if (at + arg.size() + 1 >= sizeof(h->cmdline))
-                break;
-            std::memcpy(h->cmdline + at, arg.c_str(), arg.size() + 1);
-            at += arg.size() + 1;
-        }
-        // The magic last: a reader never takes a half-made header for a file.
-        uint64_t magic;
-        std::memcpy(&magic, flight::kMagic, sizeof(magic));
-        __atomic_store_n(reinterpret_cast<uint64_t*>(h->magic), magic, __ATOMIC_RELEASE);
+        f->m_header = reinterpret_cast<flight::Header*>(f->m_base);
+        writeHeader(f->m_header, layout, ringCapacity, process);
     } catch (...) {
         if (f->m_fd >= 0) {
             ::unlink(f->m_path.c_str());
@@ -144,6 +145,40 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
     }
     g_active.store(f, std::memory_order_release);
     return f;
+}
+
+// The file at m_path, m_bytes long, its blocks reserved, mapped. false with one notice (and
+// nothing left on disk) when it cannot be.
+bool FlightFile::openReserved()
+{
+    // A file-size limit below the file: fallocate would raise SIGXFSZ, which kills.
+    rlimit limit{};
+    if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < m_bytes) {
+        dprintf(2, "oomscope: no flight-recorder file: %zu MiB exceed the file-size limit (ulimit -f)\n", m_bytes >> 20);
+        return false;
+    }
+    // Never through a symlink, never over an existing file (a pid reused from another run's
+    // leftover: that evidence stays).
+    m_fd = ::open(m_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (m_fd < 0) {
+        dprintf(2, "oomscope: no flight-recorder file: cannot create %s: %s\n", m_path.c_str(), std::strerror(errno));
+        return false;
+    }
+    auto fail = [&](const char* what, int err) {
+        dprintf(2, "oomscope: no flight-recorder file: %s %s: %s\n", what, m_path.c_str(), std::strerror(err));
+        ::unlink(m_path.c_str());
+        ::close(m_fd);
+        m_fd = -1;
+        return false;
+    };
+    // Reserved now: a write through the mapping can never find the disk full (SIGBUS).
+    if (const int err = ::fallocate(m_fd, 0, 0, off_t(m_bytes)) != 0 ? errno : 0)
+        return fail("cannot reserve space for", err);
+    void* mem = ::mmap(nullptr, m_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, m_fd, 0);
+    if (mem == MAP_FAILED)
+        return fail("cannot map", errno);
+    m_base = static_cast<char*>(mem);
+    return true;
 }
 
 flight::VmmEntry* FlightFile::vmmEntries() const noexcept

@@ -65,6 +65,7 @@ public:
 
 private:
     FlightFile() = default;
+    bool openReserved();
     bool append(uint32_t type, const void* a, size_t aBytes, const void* b, size_t bBytes) noexcept;
     void recordMappingsLocked(uint64_t pc);  // may throw (allocation): callers catch
 

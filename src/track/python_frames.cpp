@@ -216,66 +216,65 @@ void* newAttr(const PyApi& py, void* object, const char* name)
     return value;
 }
 
-// With the GIL held, on a thread with Python frames, given the version's frame layout: fill in
-// the offsets that scanning live objects can find, then walk this thread's frames both ways (C API, raw memory with checked
-// reads) and accept the layout only if code objects, names and lines all agree.
-bool calibrateLocked(const PyApi& py, void* tstate, pylayout::Layout& l)
-{
-    l.codeType = py.codeType;
-    int64_t basicSize = 0;  // PyTypeObject.tp_basicsize: offsetof(PyCodeObject, co_code_adaptive)
-    std::memcpy(&basicSize, reinterpret_cast<const char*>(py.codeType) + 32, sizeof(basicSize));
-    if (basicSize < 64 || basicSize > 480)
-        return false;
-    l.codeBytecode = int(basicSize);
+// What the C API says of one frame of the calibrating thread.
+struct SeenFrame {
+    uint64_t code = 0, interpreterFrame = 0;
+    uint64_t filename = 0, name = 0, qualname = 0, linetable = 0;
+    long firstLine = 0;
+    int line = 0;
+    std::string file, function;
+};
 
-    struct Seen {
-        uint64_t code = 0, interpreterFrame = 0;
-        uint64_t filename = 0, name = 0, qualname = 0, linetable = 0;
-        long firstLine = 0;
-        int line = 0;
-        std::string file, function;
-    };
-    std::vector<Seen> seen;
+// One frame's code object through the C API (the GIL held); l.asciiData is learnt on the way.
+SeenFrame seeFrame(const PyApi& py, void* frame, void* code, pylayout::Layout& l)
+{
+    SeenFrame s;
+    s.code = reinterpret_cast<uint64_t>(code);
+    s.line = py.frameGetLineNumber(frame);
+    std::memcpy(&s.interpreterFrame, static_cast<char*>(frame) + 24, 8);  // PyFrameObject.f_frame
+    void* attrs[4] = {newAttr(py, code, "co_filename"), newAttr(py, code, "co_name"), newAttr(py, code, "co_qualname"),
+                      newAttr(py, code, "co_linetable")};
+    s.filename = reinterpret_cast<uint64_t>(attrs[0]);
+    s.name = reinterpret_cast<uint64_t>(attrs[1]);
+    s.qualname = reinterpret_cast<uint64_t>(attrs[2]);
+    s.linetable = reinterpret_cast<uint64_t>(attrs[3]);
+    if (attrs[0]) {
+        const char* utf8 = py.unicodeAsUtf8(attrs[0]);
+        if (utf8) {
+            s.file = utf8;
+            if (l.asciiData < 0 && reinterpret_cast<uint64_t>(utf8) > s.filename &&
+                reinterpret_cast<uint64_t>(utf8) - s.filename <= 64)
+                l.asciiData = int(reinterpret_cast<uint64_t>(utf8) - s.filename);
+        } else {
+            py.errClear();
+        }
+    }
+    if (attrs[2]) {
+        const char* utf8 = py.unicodeAsUtf8(attrs[2]);
+        s.function = utf8 ? utf8 : "";
+        if (!utf8)
+            py.errClear();
+    }
+    if (void* first = newAttr(py, code, "co_firstlineno")) {
+        s.firstLine = py.longAsLong(first);
+        py.decRef(first);
+    }
+    for (void* attr : attrs) {
+        if (attr)
+            py.decRef(attr);  // the code object keeps each alive
+    }
+    return s;
+}
+
+// The calibrating thread's frames, innermost first (at most 12).
+std::vector<SeenFrame> seeFrames(const PyApi& py, void* tstate, pylayout::Layout& l)
+{
+    std::vector<SeenFrame> seen;
     void* frame = py.threadStateGetFrame(tstate);
     while (frame && seen.size() < 12) {
         if (void* code = py.frameGetCode(frame)) {
-            Seen s;
-            s.code = reinterpret_cast<uint64_t>(code);
-            s.line = py.frameGetLineNumber(frame);
-            std::memcpy(&s.interpreterFrame, static_cast<char*>(frame) + 24, 8);  // PyFrameObject.f_frame
-            void* attrs[4] = {newAttr(py, code, "co_filename"), newAttr(py, code, "co_name"),
-                              newAttr(py, code, "co_qualname"), newAttr(py, code, "co_linetable")};
-            s.filename = reinterpret_cast<uint64_t>(attrs[0]);
-            s.name = reinterpret_cast<uint64_t>(attrs[1]);
-            s.qualname = reinterpret_cast<uint64_t>(attrs[2]);
-            s.linetable = reinterpret_cast<uint64_t>(attrs[3]);
-            if (attrs[0]) {
-                const char* utf8 = py.unicodeAsUtf8(attrs[0]);
-                if (utf8) {
-                    s.file = utf8;
-                    if (l.asciiData < 0 && reinterpret_cast<uint64_t>(utf8) > s.filename &&
-                        reinterpret_cast<uint64_t>(utf8) - s.filename <= 64)
-                        l.asciiData = int(reinterpret_cast<uint64_t>(utf8) - s.filename);
-                } else {
-                    py.errClear();
-                }
-            }
-            if (attrs[2]) {
-                const char* utf8 = py.unicodeAsUtf8(attrs[2]);
-                s.function = utf8 ? utf8 : "";
-                if (!utf8)
-                    py.errClear();
-            }
-            if (void* first = newAttr(py, code, "co_firstlineno")) {
-                s.firstLine = py.longAsLong(first);
-                py.decRef(first);
-            }
-            for (void* a : attrs) {
-                if (a)
-                    py.decRef(a);  // the code object keeps each alive
-            }
-            py.decRef(code);  // and this thread's frames keep the code object alive
-            seen.push_back(std::move(s));
+            seen.push_back(seeFrame(py, frame, code, l));
+            py.decRef(code);  // this thread's frames keep the code object alive
         }
         void* back = py.frameGetBack(frame);
         py.decRef(frame);
@@ -284,15 +283,18 @@ bool calibrateLocked(const PyApi& py, void* tstate, pylayout::Layout& l)
     if (frame)
         py.decRef(frame);
     py.errClear();
-    if (seen.size() < 2 || l.asciiData < 0)
-        return false;
+    return seen;
+}
 
-    // Fields found by value: the offset where every seen code object holds what the API gave.
+// The code object's fields found by value: the offset where every seen code object holds what
+// the C API gave.
+bool findCodeFields(const std::vector<SeenFrame>& seen, pylayout::Layout& l)
+{
     auto candidates = [&](int step, auto&& value) {
         std::vector<int> out;
         for (int off = 24; off + step <= l.codeBytecode; off += step) {
             bool all = true;
-            for (const Seen& s : seen) {
+            for (const SeenFrame& s : seen) {
                 int64_t word = 0;
                 std::memcpy(&word, reinterpret_cast<const char*>(s.code) + off, size_t(step));
                 if (word != value(s)) {
@@ -305,13 +307,13 @@ bool calibrateLocked(const PyApi& py, void* tstate, pylayout::Layout& l)
         }
         return out;
     };
-    const auto filename = candidates(8, [](const Seen& s) { return int64_t(s.filename); });
-    const auto name = candidates(8, [](const Seen& s) { return int64_t(s.name); });
-    const auto qualname = candidates(8, [](const Seen& s) { return int64_t(s.qualname); });
-    const auto linetable = candidates(8, [](const Seen& s) { return int64_t(s.linetable); });
-    const auto firstLine = candidates(4, [](const Seen& s) { return int64_t(int32_t(s.firstLine)); });
+    const auto filename = candidates(8, [](const SeenFrame& s) { return int64_t(s.filename); });
+    const auto name = candidates(8, [](const SeenFrame& s) { return int64_t(s.name); });
+    const auto qualname = candidates(8, [](const SeenFrame& s) { return int64_t(s.qualname); });
+    const auto linetable = candidates(8, [](const SeenFrame& s) { return int64_t(s.linetable); });
+    const auto firstLine = candidates(4, [](const SeenFrame& s) { return int64_t(int32_t(s.firstLine)); });
     bool distinctFirstLines = false;
-    for (const Seen& s : seen)
+    for (const SeenFrame& s : seen)
         distinctFirstLines |= s.firstLine != seen[0].firstLine;
     if (filename.empty() || name.empty() || qualname.empty() || linetable.empty() || firstLine.empty() ||
         !distinctFirstLines)
@@ -331,27 +333,34 @@ bool calibrateLocked(const PyApi& py, void* tstate, pylayout::Layout& l)
         return false;
     l.codeSize = std::max({l.codeFilename, l.codeQualname, l.codeLinetable}) + 8;
     l.codeSize = std::max(l.codeSize, l.codeFirstLine + 4);
+    return true;
+}
 
-    if (l.threadFrame < 0) {  // 3.13: PyThreadState.current_frame, by value
-        for (int off = 0; off < 512; off += 8) {
-            uint64_t word = 0;
-            if (pylayout::readMemory(reinterpret_cast<uint64_t>(tstate) + uint64_t(off), &word, 8, true) &&
-                word == seen[0].interpreterFrame) {
-                l.threadFrame = off;
-                break;
-            }
+// 3.13: PyThreadState.current_frame, by value.
+bool findThreadFrame(void* tstate, const std::vector<SeenFrame>& seen, pylayout::Layout& l)
+{
+    if (l.threadFrame >= 0)
+        return true;
+    for (int off = 0; off < 512; off += 8) {
+        uint64_t word = 0;
+        if (pylayout::readMemory(reinterpret_cast<uint64_t>(tstate) + uint64_t(off), &word, 8, true) &&
+            word == seen[0].interpreterFrame) {
+            l.threadFrame = off;
+            return true;
         }
-        if (l.threadFrame < 0)
-            return false;
     }
+    return false;
+}
 
-    // The raw walk must see what the C API saw.
+// The raw walk must see what the C API saw: code objects, names and lines.
+bool rawWalkAgrees(const pylayout::Layout& l, void* tstate, const std::vector<SeenFrame>& seen)
+{
     pylayout::RawFrame raw[12];
     const int n = pylayout::walkFrames(l, reinterpret_cast<uint64_t>(tstate), true, raw, int(seen.size()));
     if (n != int(seen.size()))
         return false;
     for (int i = 0; i < n; ++i) {
-        const Seen& s = seen[size_t(i)];
+        const SeenFrame& s = seen[size_t(i)];
         pylayout::CodeKey key;
         std::vector<uint8_t> table;
         std::string file, function;
@@ -368,6 +377,24 @@ bool calibrateLocked(const PyApi& py, void* tstate, pylayout::Layout& l)
             return false;
     }
     return true;
+}
+
+// With the GIL held, on a thread with Python frames, given the version's frame layout: fill in
+// the offsets that scanning live objects can find, then walk this thread's frames both ways
+// (C API, raw memory with checked reads) and accept the layout only if code objects, names and
+// lines all agree.
+bool calibrateLocked(const PyApi& py, void* tstate, pylayout::Layout& l)
+{
+    l.codeType = py.codeType;
+    int64_t basicSize = 0;  // PyTypeObject.tp_basicsize: offsetof(PyCodeObject, co_code_adaptive)
+    std::memcpy(&basicSize, reinterpret_cast<const char*>(py.codeType) + 32, sizeof(basicSize));
+    if (basicSize < 64 || basicSize > 480)
+        return false;
+    l.codeBytecode = int(basicSize);
+    const std::vector<SeenFrame> seen = seeFrames(py, tstate, l);
+    if (seen.size() < 2 || l.asciiData < 0)
+        return false;
+    return findCodeFields(seen, l) && findThreadFrame(tstate, seen, l) && rawWalkAgrees(l, tstate, seen);
 }
 
 // GIL held: remember the main thread's state (threads without Python frames borrow its

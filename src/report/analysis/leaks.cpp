@@ -112,6 +112,94 @@ std::optional<Pattern> patternOfLine(const std::string& text)
     return std::nullopt;
 }
 
+// The samples after warm-up, and their step indexes.
+struct Window {
+    std::vector<const Step*> steps;
+    std::vector<uint64_t> index;
+};
+
+// Growing stacks: the framework's tensors (with its history) or the sites the capture sees;
+// each device they explain goes into explained.
+void stackLeaks(const Report& r, const Window& w, const LeakOptions& o, std::set<int64_t>& explained,
+                std::vector<LeakFinding>& out)
+{
+    bool tensors = false;
+    for (const Step* s : w.steps)
+        tensors |= !s->tensors.empty();
+    // A caching allocator's segments are its cache: they grow in steps as it warms up to the
+    // sizes asked for, which is no leak. Its tensors (with history) or its allocated bytes
+    // (device level) are followed instead.
+    if (!tensors && hasCachingAllocator(r))
+        return;
+    std::map<std::pair<uint32_t, int64_t>, std::vector<std::optional<uint64_t>>> series;
+    for (size_t i = 0; i < w.steps.size(); ++i) {
+        for (const StepSite& site : tensors ? w.steps[i]->tensors : w.steps[i]->sites) {
+            auto& values = series[{site.stack, site.device}];
+            values.resize(w.index.size());
+            values[i] = site.bytes;
+        }
+    }
+    for (auto& [key, values] : series) {
+        values.resize(w.index.size());
+        if (auto f = growth(values, w.index, o)) {
+            f->level = tensors ? LeakLevel::Tensors : LeakLevel::Sites;
+            if (key.first != 0)
+                f->stack = key.first;
+            f->device = key.second;
+            explained.insert(key.second);
+            out.push_back(*f);
+        }
+    }
+}
+
+// The allocator's allocated bytes (or the tracked bytes) growing, where no stack explains it.
+void deviceLeaks(const Window& w, const LeakOptions& o, const std::set<int64_t>& explained,
+                 std::vector<LeakFinding>& out)
+{
+    std::map<int64_t, std::vector<std::optional<uint64_t>>> devices;
+    for (size_t i = 0; i < w.steps.size(); ++i) {
+        for (const StepDevice& d : w.steps[i]->devices) {
+            auto& values = devices[d.device];
+            values.resize(w.index.size());
+            values[i] = d.allocatedBytes.value_or(d.trackedBytes);
+        }
+    }
+    for (auto& [device, values] : devices) {
+        values.resize(w.index.size());
+        if (explained.count(device))
+            continue;
+        if (auto f = growth(values, w.index, o)) {
+            f->level = LeakLevel::Device;
+            f->device = device;
+            out.push_back(*f);
+        }
+    }
+}
+
+// Never freed at exit, in a program without a caching allocator.
+void exitLeaks(const Report& r, const LeakOptions& o, std::vector<LeakFinding>& out)
+{
+    if (r.trigger.kind != TriggerKind::Exit || hasCachingAllocator(r))
+        return;
+    std::set<uint32_t> seen;
+    for (const LeakFinding& f : out) {
+        if (f.stack)
+            seen.insert(*f.stack);
+    }
+    for (const Site& s : r.sites) {
+        if (s.bytes < o.minBytes || seen.count(s.stack))
+            continue;
+        LeakFinding f;
+        f.level = LeakLevel::Exit;
+        if (s.stack)
+            f.stack = s.stack;
+        f.device = s.device;
+        f.firstBytes = 0;
+        f.lastBytes = s.bytes;
+        out.push_back(f);
+    }
+}
+
 } // namespace
 
 std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
@@ -125,80 +213,17 @@ std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
     }
     std::vector<LeakFinding> out;
     const size_t n = steps.size();
-    std::set<int64_t> explained;  // devices with a leak found at stack level
     if (n >= o.minWarmup + o.minSteps) {
         const size_t warmup = std::max(o.minWarmup, size_t(double(n) * o.warmupFraction));
-        std::vector<uint64_t> stepIndex;
-        for (size_t i = warmup; i < n; ++i)
-            stepIndex.push_back(steps[i]->index);
-        bool tensors = false;
-        for (const Step* s : steps)
-            tensors |= !s->tensors.empty();
-        // A caching allocator's segments are its cache: they grow in steps as it warms up to
-        // the sizes asked for, which is no leak. Its tensors (with history) or its allocated
-        // bytes (device level) are followed instead.
-        const bool stackLevel = tensors || !hasCachingAllocator(r);
-        // Stack level.
-        std::map<std::pair<uint32_t, int64_t>, std::vector<std::optional<uint64_t>>> series;
-        for (size_t i = warmup; i < n && stackLevel; ++i) {
-            for (const StepSite& site : tensors ? steps[i]->tensors : steps[i]->sites) {
-                auto& values = series[{site.stack, site.device}];
-                values.resize(stepIndex.size());
-                values[i - warmup] = site.bytes;
-            }
-        }
-        for (auto& [key, values] : series) {
-            values.resize(stepIndex.size());
-            if (auto f = growth(values, stepIndex, o)) {
-                f->level = tensors ? LeakLevel::Tensors : LeakLevel::Sites;
-                if (key.first != 0)
-                    f->stack = key.first;
-                f->device = key.second;
-                explained.insert(key.second);
-                out.push_back(*f);
-            }
-        }
-        // Device level: the allocator's allocated bytes (or the tracked bytes) growing, where no
-        // stack explains it.
-        std::map<int64_t, std::vector<std::optional<uint64_t>>> devices;
-        for (size_t i = warmup; i < n; ++i) {
-            for (const StepDevice& d : steps[i]->devices) {
-                auto& values = devices[d.device];
-                values.resize(stepIndex.size());
-                values[i - warmup] = d.allocatedBytes.value_or(d.trackedBytes);
-            }
-        }
-        for (auto& [device, values] : devices) {
-            values.resize(stepIndex.size());
-            if (explained.count(device))
-                continue;
-            if (auto f = growth(values, stepIndex, o)) {
-                f->level = LeakLevel::Device;
-                f->device = device;
-                out.push_back(*f);
-            }
-        }
+        Window w;
+        w.steps.assign(steps.begin() + ptrdiff_t(warmup), steps.end());
+        for (const Step* s : w.steps)
+            w.index.push_back(s->index);
+        std::set<int64_t> explained;  // devices with a leak found at stack level
+        stackLeaks(r, w, o, explained, out);
+        deviceLeaks(w, o, explained, out);
     }
-    // Never freed at exit, in a program without a caching allocator.
-    if (r.trigger.kind == TriggerKind::Exit && !hasCachingAllocator(r)) {
-        std::set<uint32_t> seen;
-        for (const LeakFinding& f : out) {
-            if (f.stack)
-                seen.insert(*f.stack);
-        }
-        for (const Site& s : r.sites) {
-            if (s.bytes < o.minBytes || seen.count(s.stack))
-                continue;
-            LeakFinding f;
-            f.level = LeakLevel::Exit;
-            if (s.stack)
-                f.stack = s.stack;
-            f.device = s.device;
-            f.firstBytes = 0;
-            f.lastBytes = s.bytes;
-            out.push_back(f);
-        }
-    }
+    exitLeaks(r, o, out);
     std::stable_sort(out.begin(), out.end(), [](const LeakFinding& a, const LeakFinding& b) {
         return a.lastBytes - std::min(a.lastBytes, a.firstBytes) > b.lastBytes - std::min(b.lastBytes, b.firstBytes);
     });
