@@ -120,12 +120,25 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
     const Config& config = Config::get();
     if (!config.flight || g_active.load(std::memory_order_acquire))
         return nullptr;
+    FlightFile* f = nullptr;
+    try {
+        f = createAt(flightPath(config, currentProcess()), ringCapacity);
+    } catch (...) {
+        return nullptr;
+    }
+    if (f)
+        g_active.store(f, std::memory_order_release);
+    return f;
+}
+
+FlightFile* FlightFile::createAt(const std::string& path, size_t ringCapacity) noexcept
+{
     auto* f = new (std::nothrow) FlightFile();
     if (!f)
         return nullptr;
     try {
         const report::Process process = currentProcess();
-        f->m_path = flightPath(config, process);
+        f->m_path = path;
         const Layout layout = layoutFor(ringCapacity);
         f->m_bytes = layout.bytes;
         if (!f->openReserved()) {
@@ -143,7 +156,6 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
         delete f;
         return nullptr;
     }
-    g_active.store(f, std::memory_order_release);
     return f;
 }
 

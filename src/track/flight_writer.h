@@ -30,6 +30,8 @@ public:
     static FlightFile* create(size_t ringCapacity) noexcept;
     // The one create() made, or nullptr.
     static FlightFile* active() noexcept;
+    // A flight file at path, not the process's own (tests: a writer and its reader side by side).
+    static FlightFile* createAt(const std::string& path, size_t ringCapacity) noexcept;
 
     void* ringMemory() const noexcept { return m_base + m_header->ringOffset; }
     size_t ringCapacity() const noexcept { return m_header->ringCapacity; }

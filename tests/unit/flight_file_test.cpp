@@ -1,0 +1,172 @@
+// The flight file written by a recorder and read back by the interpreter's reader: at each
+// state the file must give the image a snapshot of the recorder gives (what `oomscope recover`
+// makes a report of). The kill itself is tests/integration/test_flight.py's.
+#include "interpret/flight_reader.h"
+#include "track/flight_writer.h"
+#include "track/recorder.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unistd.h>
+
+using namespace oomscope;
+using namespace oomscope::track;
+
+namespace {
+
+std::string tempPath(const char* name)
+{
+    return "/tmp/oomscope-unit-" + std::to_string(getpid()) + "-" + name + ".flight";
+}
+
+TrackImage readBack(const std::string& path)
+{
+    TrackImage image;
+    std::string error;
+    INFO(error);
+    REQUIRE(interpret::readFlightFile(path, &image, &error));
+    return image;
+}
+
+std::set<std::tuple<uint64_t, uint64_t, uint32_t, int>> liveSet(const std::vector<LiveAllocation>& live)
+{
+    std::set<std::tuple<uint64_t, uint64_t, uint32_t, int>> out;
+    for (const LiveAllocation& a : live)
+        out.emplace(a.address, a.size, a.stack, a.device);
+    return out;
+}
+
+// What the file must agree with the recorder on.
+void checkAgrees(const Recorder& recorder, const std::string& path)
+{
+    const TrackImage inMemory = recorder.snapshot();
+    const TrackImage fromFile = readBack(path);
+    REQUIRE(fromFile.events.size() == inMemory.events.size());
+    for (size_t i = 0; i < inMemory.events.size(); ++i) {
+        CHECK(fromFile.events[i].timeNs == inMemory.events[i].timeNs);
+        CHECK(fromFile.events[i].kind == inMemory.events[i].kind);
+        CHECK(fromFile.events[i].address == inMemory.events[i].address);
+        CHECK(fromFile.events[i].handle == inMemory.events[i].handle);
+        CHECK(fromFile.events[i].size == inMemory.events[i].size);
+    }
+    CHECK(fromFile.pushed == inMemory.pushed);
+    CHECK(liveSet(fromFile.live) == liveSet(inMemory.live));
+    REQUIRE(fromFile.counters.size() == inMemory.counters.size());
+    for (size_t i = 0; i < inMemory.counters.size(); ++i) {
+        CHECK(fromFile.counters[i].device == inMemory.counters[i].device);
+        CHECK(fromFile.counters[i].tracked() == inMemory.counters[i].tracked());
+        CHECK(fromFile.counters[i].peakDeviceBytes == inMemory.counters[i].peakDeviceBytes);
+    }
+    for (size_t id = 1; id < inMemory.apiNames.size(); ++id)
+        CHECK(fromFile.apiName(uint16_t(id)) == inMemory.apiName(uint16_t(id)));
+    for (const auto& [id, frames] : inMemory.stacks) {
+        const auto it = fromFile.stacks.find(id);
+        REQUIRE(it != fromFile.stacks.end());
+        CHECK(it->second == frames);
+    }
+    CHECK(fromFile.process.pid == getpid());
+}
+
+Allocation allocation(uint64_t address, uint64_t size, StackId stack)
+{
+    Allocation a;
+    a.api = ApiId(1);
+    a.device = 0;
+    a.address = address;
+    a.size = size;
+    a.stack = stack;
+    return a;
+}
+
+} // namespace
+
+TEST_CASE("the flight file gives what the recorder holds, in every state", "[flight]")
+{
+    const std::string path = tempPath("states");
+    FlightFile* flight = FlightFile::createAt(path, 1024);
+    REQUIRE(flight);
+    {
+        Recorder recorder(flight);
+        recorder.registerApi("cudaMalloc");
+        recorder.registerApi("cudaFree");
+        recorder.registerApi("cuMemCreate");
+        SECTION("empty")
+        {
+            checkAgrees(recorder, path);
+        }
+        const uint64_t frames[] = {0x401000, 0x402000};
+        const StackId stack = const_cast<StackTable&>(recorder.stacks()).intern(frames, 2);
+        for (uint64_t i = 1; i <= 8; ++i)
+            recorder.recordAlloc(allocation(0x7000000 + i * 0x100000, i << 20, stack));
+        SECTION("allocations live")
+        {
+            checkAgrees(recorder, path);
+        }
+        SECTION("some freed, the peak kept")
+        {
+            for (uint64_t i = 1; i <= 4; ++i)
+                recorder.recordFree(ApiId(2), 0x7000000 + i * 0x100000, 0);
+            checkAgrees(recorder, path);
+            const TrackImage image = readBack(path);
+            REQUIRE(image.counters.size() == 1);
+            CHECK(image.counters[0].peakDeviceBytes == (36u << 20));  // 1 + ... + 8 MiB
+            CHECK(image.counters[0].tracked() == (26u << 20));        // 5 + ... + 8 MiB
+        }
+        SECTION("CUDA VMM: created, mapped, unmapped and released")
+        {
+            Allocation handle = allocation(0, 20 << 20, stack);
+            handle.api = ApiId(3);
+            handle.handle = 0x51;
+            recorder.recordVmmCreate(handle);
+            recorder.recordVmmMap(ApiId(3), 0x9000000, 20 << 20, 0x51);
+            checkAgrees(recorder, path);
+            CHECK(readBack(path).live.size() == 9);
+            recorder.recordVmmUnmap(ApiId(3), 0x9000000, 20 << 20);
+            recorder.recordVmmRelease(ApiId(3), 0x51);
+            checkAgrees(recorder, path);
+            CHECK(readBack(path).live.size() == 8);
+        }
+        SECTION("the ring wrapped")
+        {
+            for (uint64_t i = 0; i < 3000; ++i) {
+                recorder.recordAlloc(allocation(0x20000000 + i * 0x1000, 4096, stack));
+                recorder.recordFree(ApiId(2), 0x20000000 + i * 0x1000, 0);
+            }
+            checkAgrees(recorder, path);
+            const TrackImage image = readBack(path);
+            CHECK(image.events.size() <= 1024);
+            CHECK(image.dropped > 0);
+            CHECK(std::any_of(image.notes.begin(), image.notes.end(),
+                              [](const std::string& n) { return n.find("the ring had wrapped") == 0; }));
+        }
+    }
+    flight->remove();
+}
+
+TEST_CASE("a file of another version, or not a flight file at all, is refused with one line", "[flight]")
+{
+    const std::string path = tempPath("version");
+    FlightFile* flight = FlightFile::createAt(path, 64);
+    REQUIRE(flight);
+    TrackImage image;
+    std::string error;
+    {
+        FILE* f = std::fopen(path.c_str(), "r+b");
+        REQUIRE(f);
+        const uint32_t version = 1;
+        std::fseek(f, 8, SEEK_SET);
+        std::fwrite(&version, sizeof(version), 1, f);
+        std::fclose(f);
+    }
+    CHECK_FALSE(interpret::readFlightFile(path, &image, &error));
+    CHECK(error.find("flight-recorder file version 1 (this oomscope reads 2)") != std::string::npos);
+    flight->remove();
+    CHECK_FALSE(interpret::readFlightFile(path, &image, &error));
+    CHECK(error.find("cannot open") == 0);
+    CHECK_FALSE(interpret::readFlightFile("/proc/self/status", &image, &error));
+    CHECK(error.find('\n') == std::string::npos);
+}
