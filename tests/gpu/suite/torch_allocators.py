@@ -1,0 +1,103 @@
+"""PyTorch's allocators, each door: the caching allocator, expandable segments (CUDA VMM),
+cudaMallocAsync, cuBLAS beside it; and an OOM whose tracked bytes equal memory_reserved()."""
+
+import os
+import sys
+
+from .common import check, compact, delta_line, GiB, HERE, MiB, site_sources, t, workload
+
+
+def scenario_torch_oom(ctx):
+    """PyTorch holds 4 GiB and asks for more than the GPU has: one OOM report whose tracked
+    bytes equal torch.cuda.memory_reserved() then, with stacks through libc10_cuda."""
+    out = ctx.dir("torch_oom")
+    facts_path = os.path.join(out, "facts.json")
+    script = os.path.join(HERE, "scenarios", "torch_oom.py")
+    run = t.run_oomscope(ctx.oomscope, [sys.executable, script, facts_path], out)
+    check(run.returncode == 3, f"exit status {run.returncode}, expected 3; stderr: {run.stderr[-800:]}")
+    facts = t.load(facts_path)
+    check(facts["oom"], "PyTorch did not raise OutOfMemoryError")
+    check(run.count("oom") == 1, f"expected one OOM report, got {run.count('oom')}")
+    rep = run.only("oom")
+    dev = rep["trigger"]["device"]
+    row = t.memory_row(rep, dev)
+    check(row["tracked_bytes"] == facts["reserved_before"],
+          f"tracked {row['tracked_bytes']} != memory_reserved() {facts['reserved_before']}")
+    site_modules = set()
+    for s in rep["sites"]:
+        site_modules.update(t.frame_modules(rep, s["stack"]))
+    check(any(m.startswith("libc10_cuda") for m in site_modules), f"no libc10_cuda frame; modules {sorted(site_modules)[:8]}")
+    check(row["by_source"].get("torch", 0) == row["tracked_bytes"], f"by_source {row['by_source']}")
+    return (f"tracked {row['tracked_bytes'] / GiB:.2f} GiB == memory_reserved() {facts['reserved_before'] / GiB:.2f} GiB; "
+            f"request {rep['trigger']['requested_bytes'] / GiB:.1f} GiB; untracked {row['untracked_bytes'] / MiB:.0f} MiB; "
+            f"stacks through libc10_cuda; by_source torch")
+
+
+def scenario_torch_default(ctx):
+    """(b) PyTorch, default caching allocator."""
+    _, facts, rep = workload(ctx, "torch_default", "torch-default")
+    row = t.memory_row(rep, 0)
+    check(row["tracked_bytes"] == facts["reserved"], f"tracked {row['tracked_bytes']} != reserved {facts['reserved']}")
+    ok, line = delta_line(facts, row["tracked_bytes"])
+    check(ok, line)
+    return f"{line}; == memory_reserved(); by_source {compact(row['by_source'])}"
+
+
+def scenario_torch_expandable(ctx):
+    """(c) PyTorch with expandable_segments:True (cuMemCreate & co.), including an OOM."""
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    run, facts, rep = workload(ctx, "torch_expandable", "torch-expandable", env)
+    row = t.memory_row(rep, 0)
+    check(row["tracked_bytes"] == facts["reserved"], f"tracked {row['tracked_bytes']} != reserved {facts['reserved']}")
+    ok, line = delta_line(facts, row["tracked_bytes"])
+    check(ok, line)
+    apis = {r[6] for r in rep["timeline"]["rows"]}
+    check("cuMemCreate" in apis and "cuMemMap" in apis, f"apis {apis}")
+    check(facts["oom"], "no OutOfMemoryError")
+    check(run.count("oom") == 1, f"OOM reports: {run.count('oom')}")
+    oom = run.only("oom")
+    failed = [r[9] for r in oom["timeline"]["rows"] if r[1] == "alloc_failed"]
+    return (f"{line}; == memory_reserved(); {len(rep['segments'])} vmm segments; OOM via {oom['trigger']['api']} "
+            f"error {oom['trigger']['error']}; failures seen {sorted(set(failed))}")
+
+
+def scenario_torch_async(ctx):
+    """(d) PyTorch with backend:cudaMallocAsync (stream-ordered pool)."""
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}
+    _, facts, rep = workload(ctx, "torch_async", "torch-async", env)
+    check(facts["backend"] == "cudaMallocAsync", f"backend {facts['backend']}")
+    row = t.memory_row(rep, 0)
+    pools = [p for p in rep["pools"] if p["device"] == 0]
+    check(pools, "no pool statistics")
+    reserved = max(p["reserved_bytes"] for p in pools)
+    used = max(p["used_bytes"] for p in pools)
+    check(row["tracked_bytes"] == used, f"tracked {row['tracked_bytes']} != pool used {used}")
+    base_pools = [p for p in t.load(facts["baseline"])["pools"] if p["device"] == 0]
+    base_reserved = max((p["reserved_bytes"] for p in base_pools), default=0)
+    ok, line = delta_line(facts, reserved, base_reserved)
+    check(ok, "pool reserved vs driver: " + line)
+    return (f"tracked {row['tracked_bytes'] / MiB:.0f} MiB == pool used; pool reserved {reserved / MiB:.0f} MiB; "
+            f"{line.replace('tracked', 'pool reserved')}; torch allocated {facts['allocated'] / MiB:.0f} MiB")
+
+
+def scenario_cublas(ctx):
+    """(g) a cuBLAS matmul: its workspace attributed to cublas or torch, as its stack says."""
+    _, facts, rep = workload(ctx, "torch_cublas", "torch-cublas")
+    row = t.memory_row(rep, 0)
+    ok, line = delta_line(facts, row["tracked_bytes"])
+    check(ok, line)
+    by_module = site_sources(rep)
+    cublas = sum(b for m, b in by_module.items() if m.startswith("libcublas"))
+    check(row["by_source"].get("cublas", 0) == cublas, f"by_source {row['by_source']} vs stacks {dict(by_module)}")
+    torch_bytes = sum(b for m, b in by_module.items() if m.startswith(("libc10", "libtorch")))
+    check(row["by_source"].get("torch", 0) == torch_bytes, f"by_source {row['by_source']} vs stacks {dict(by_module)}")
+    return f"{line}; by_source {compact(row['by_source'])} matches the stacks; reserved {facts['reserved'] / MiB:.0f} MiB"
+
+
+SCENARIOS = [
+    ("torch_oom", scenario_torch_oom),
+    ("torch_default", scenario_torch_default),
+    ("torch_expandable", scenario_torch_expandable),
+    ("torch_async", scenario_torch_async),
+    ("torch_cublas", scenario_cublas),
+]
