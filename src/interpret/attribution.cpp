@@ -2,76 +2,20 @@
 
 #include "track/frame_word.h"
 
-#include <cstring>
-
 namespace oomscope::interpret {
-namespace {
 
-std::string baseName(const std::string& path)
-{
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-bool startsWith(const std::string& s, const char* prefix)
-{
-    return s.compare(0, std::strlen(prefix), prefix) == 0;
-}
-
-} // namespace
-
-bool isCudaModule(const std::string& path)
-{
-    const std::string base = baseName(path);
-    return startsWith(base, "libcuda.so") || startsWith(base, "libcudart.so") || startsWith(base, "libcudart_static") ||
-           startsWith(base, "liboomscope") || startsWith(base, "libcupti") || startsWith(base, "libffi") || startsWith(base, "_ctypes");
-}
-
-Source classifySource(const std::string& path)
-{
-    // By the library's own name first: wheels put libcublas & co. under any prefix (a venv
-    // named /opt/torch/.venv holds JAX and CuPy too), so folder names alone decide nothing.
-    const std::string base = baseName(path);
-    if (startsWith(base, "libnccl"))
-        return Source::Nccl;
-    if (startsWith(base, "libcublas"))
-        return Source::Cublas;
-    if (startsWith(base, "libcudnn"))
-        return Source::Cudnn;
-    if (startsWith(base, "libc10") || startsWith(base, "libtorch") || path.find("/site-packages/torch/") != std::string::npos ||
-        path.find("/dist-packages/torch/") != std::string::npos)
-        return Source::Torch;
-    if (path.find("/jaxlib/") != std::string::npos || path.find("/jax_plugins/") != std::string::npos ||
-        path.find("/jax/") != std::string::npos || base.find("xla") != std::string::npos)
-        return Source::Jax;
-    if (path.find("/cupy/") != std::string::npos || path.find("/cupy_backends/") != std::string::npos ||
-        startsWith(base, "cupy"))
-        return Source::Cupy;
-    return Source::Other;
-}
-
-Source classifyPythonModule(const std::string& name)
-{
-    const std::string top = name.substr(0, name.find('.'));
-    if (top == "torch")
-        return Source::Torch;
-    if (top == "jax" || top == "jaxlib" || top == "flax" || top == "optax")
-        return Source::Jax;
-    if (top == "cupy" || top == "cupyx" || top == "cupy_backends")
-        return Source::Cupy;
-    return Source::Other;
-}
+using report::Source;
 
 Source sourceOfFrames(const std::vector<uint64_t>& frames, const std::function<std::string(uint64_t)>& pathOf,
                       const std::function<std::string(uint64_t)>& pythonModuleOf)
 {
     for (uint64_t word : frames) {
         if (track::isPythonFrame(word))
-            return classifyPythonModule(pythonModuleOf(word));
+            return report::classifyPythonModule(pythonModuleOf(word));
         const std::string path = pathOf(word);
-        if (path.empty() || isCudaModule(path))
+        if (path.empty() || report::isCudaModule(path))
             continue;
-        return classifySource(path);
+        return report::classifySource(path);
     }
     return Source::Other;
 }

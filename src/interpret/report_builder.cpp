@@ -306,6 +306,7 @@ void Builder::addStacks()
         }
         m_sourceOfStack[id] =
             sourceOfFrames(words->second, pathOf, [this](uint64_t word) { return pythonModule(word); });
+        stack.source = m_sourceOfStack[id];
         m_r.stacks.push_back(std::move(stack));
     }
     for (const auto& [index, id] : moduleIds) {

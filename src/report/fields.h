@@ -27,6 +27,7 @@ namespace oomscope::report::fields {
 // Schema revisions of oomscope.report/1 (a key's `since`).
 inline constexpr int kFirst = 0;   // the first v1 fixtures
 inline constexpr int kRound1 = 1;  // pools, step sites and samples, allocator counters, CUPTI coverage
+inline constexpr int kRound2 = 2;  // the timeline's handle column, a stack's source
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -226,6 +227,7 @@ OOMSCOPE_DESCRIBE(Stack)
 {
     v("id", x.id, kFirst);
     v("frames", x.frames, kFirst);
+    v("source", x.source, kRound2);
 }
 
 OOMSCOPE_DESCRIBE(Module)

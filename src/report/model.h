@@ -247,6 +247,10 @@ struct Frame {
 struct Stack {
     uint32_t id = 0;
     std::vector<Frame> frames;  // innermost first
+    // The library that made the outermost call into CUDA through this stack (what by_source
+    // counts it as); null where the builder could not tell (stacks made of a framework's
+    // recorded Python frames). Key added in schema revision 2: absent in older reports.
+    std::optional<Source> source;
 
     bool operator==(const Stack&) const = default;
 };

@@ -1,9 +1,9 @@
-#include "interpret/attribution.h"
+#include "report/sources.h"
 
 #include <catch2/catch.hpp>
 
-using oomscope::interpret::classifySource;
-using oomscope::interpret::isCudaModule;
+using oomscope::report::classifySource;
+using oomscope::report::isCudaModule;
 using oomscope::report::enumName;
 
 TEST_CASE("sources by library name, whatever the folder", "[attribution]")
