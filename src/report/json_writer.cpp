@@ -1,6 +1,7 @@
 #include "report/json_writer.h"
 
 #include "report/fields.h"
+#include "report/json_out.h"
 #include "report/huge_pages.h"
 
 #include <algorithm>
@@ -48,170 +49,6 @@ size_t validUtf8Length(const unsigned char* p, size_t n)
         return 0;
     return len;
 }
-
-class Writer {
-public:
-    explicit Writer(JsonSink* sink) : m_sink(sink) { m_out.reserve(kChunk + 4096); }
-
-    bool finish()
-    {
-        if (m_ok && !m_out.empty() && m_sink)
-            m_ok = m_sink->flush(m_out.data(), m_out.size());
-        return m_ok;
-    }
-    std::string& buffer() { return m_out; }
-
-    void beginObject() { open('{'); }
-    void endObject() { close('}'); }
-    void beginArray() { open('['); }
-    void endArray() { close(']'); }
-
-    void key(const char* k)
-    {
-        comma();
-        appendJsonString(m_out, k);
-        m_out.push_back(':');
-        m_afterKey = true;
-    }
-
-    void value(uint64_t v)
-    {
-        comma();
-        char buf[24];
-        auto r = std::to_chars(buf, buf + sizeof(buf), v);
-        m_out.append(buf, r.ptr);
-        maybeFlush();
-    }
-    void value(int64_t v)
-    {
-        comma();
-        char buf[24];
-        auto r = std::to_chars(buf, buf + sizeof(buf), v);
-        m_out.append(buf, r.ptr);
-        maybeFlush();
-    }
-    void value(uint32_t v) { value(uint64_t(v)); }
-    void value(int32_t v) { value(int64_t(v)); }
-    void value(const std::string& s)
-    {
-        comma();
-        appendJsonString(m_out, s);
-        maybeFlush();
-    }
-    void value(const char* s) { value(std::string(s)); }
-    void value(bool b)
-    {
-        comma();
-        m_out.append(b ? "true" : "false");
-    }
-    void null()
-    {
-        comma();
-        m_out.append("null");
-    }
-    template <class T>
-    void value(const std::optional<T>& v)
-    {
-        if (v)
-            value(*v);
-        else
-            null();
-    }
-
-    template <class T>
-    void field(const char* k, const T& v)
-    {
-        key(k);
-        value(v);
-    }
-
-    // An element of the current array that is already JSON text (the timeline's rows, a
-    // million of them: formatted in one go rather than value by value).
-    void rawElement(const char* text, size_t size)
-    {
-        comma();
-        m_out.append(text, size);
-        maybeFlush();
-    }
-    // Several elements of the current array already joined by commas, handed to the sink as
-    // they are (the buffer is flushed first): a formatted chunk is not copied again.
-    void rawElementsDirect(const std::string& text)
-    {
-        if (text.empty())
-            return;
-        comma();
-        if (!m_sink) {
-            m_out += text;
-            return;
-        }
-        if (m_ok && !m_out.empty())
-            m_ok = m_sink->flush(m_out.data(), m_out.size());
-        m_out.clear();
-        if (m_ok)
-            m_ok = m_sink->flush(text.data(), text.size());
-    }
-    // Several elements of the current array already joined by commas.
-    void rawElements(const std::string& text)
-    {
-        if (text.empty())
-            return;
-        comma();
-        size_t done = 0;
-        while (done < text.size()) {  // in chunks: the buffer stays bounded
-            const size_t n = std::min(text.size() - done, kChunk);
-            m_out.append(text, done, n);
-            done += n;
-            maybeFlush();
-        }
-    }
-
-private:
-    static constexpr size_t kChunk = 1 << 20;
-    static constexpr int kMaxDepth = 64;
-
-    void open(char c)
-    {
-        comma();
-        m_out.push_back(c);
-        if (m_depth < kMaxDepth)
-            m_first[m_depth] = true;
-        ++m_depth;
-    }
-    void close(char c)
-    {
-        --m_depth;
-        m_out.push_back(c);
-        maybeFlush();
-    }
-    void comma()
-    {
-        if (m_afterKey) {
-            m_afterKey = false;
-            return;
-        }
-        if (m_depth == 0)
-            return;
-        bool& first = m_first[m_depth - 1 < kMaxDepth ? m_depth - 1 : kMaxDepth - 1];
-        if (!first)
-            m_out.push_back(',');
-        first = false;
-    }
-    void maybeFlush()
-    {
-        if (m_sink && m_out.size() >= kChunk) {
-            if (m_ok)
-                m_ok = m_sink->flush(m_out.data(), m_out.size());
-            m_out.clear();
-        }
-    }
-
-    JsonSink* m_sink;
-    std::string m_out;
-    bool m_first[kMaxDepth] = {};
-    int m_depth = 0;
-    bool m_afterKey = false;
-    bool m_ok = true;
-};
 
 // Timeline rows from the parallel formatting: chunks of this many rows, this many helper
 // threads at most, and none below kParallelRows rows.
@@ -269,7 +106,7 @@ void formatRows(const Timeline& tl, const std::vector<std::string>& quoted, bool
 
 // The pipeline of writeAll's rows: chunk i is formatted into buffer i % inFlight by whichever
 // helper claims it, and written by the calling thread once it is done, in chunk order.
-void writeRowsPipelined(Writer& w, const Timeline& tl, const std::vector<std::string>& quoted, bool handles)
+void writeRowsPipelined(JsonOut& w, const Timeline& tl, const std::vector<std::string>& quoted, bool handles)
 {
     const size_t n = tl.rows.size();
     const size_t chunks = (n + kRowsPerChunk - 1) / kRowsPerChunk;
@@ -346,7 +183,7 @@ struct IsMap<std::map<K, V>> : std::true_type {};
 // Walks the field table (fields.h) and writes each field as it comes.
 class WriteVisitor {
 public:
-    explicit WriteVisitor(Writer& w) : m_w(w) {}
+    explicit WriteVisitor(JsonOut& w) : m_w(w) {}
 
     template <class T>
     void operator()(const char* key, T&& member, int /*since*/)
@@ -463,10 +300,10 @@ private:
         m_w.endArray();
     }
 
-    Writer& m_w;
+    JsonOut& m_w;
 };
 
-void writeAll(Writer& w, const Report& r)
+void writeAll(JsonOut& w, const Report& r)
 {
     WriteVisitor visitor(w);
     w.beginObject();
@@ -516,14 +353,14 @@ void appendJsonString(std::string& out, const std::string& s)
 
 bool writeReport(const Report& report, JsonSink& sink)
 {
-    Writer w(&sink);
+    JsonOut w(&sink);
     writeAll(w, report);
     return w.finish();
 }
 
 std::string reportToJson(const Report& report)
 {
-    Writer w(nullptr);
+    JsonOut w(nullptr);
     writeAll(w, report);
     return std::move(w.buffer());
 }

@@ -37,6 +37,8 @@ std::unique_ptr<Command> makeReportCommand();
 std::unique_ptr<Command> makeCheckCommand();
 std::unique_ptr<Command> makeDiffCommand();
 std::unique_ptr<Command> makeRecoverCommand();
+std::unique_ptr<Command> makeExportCommand();
+std::unique_ptr<Command> makeHtmlCommand();
 
 // The text of file:line where the file is readable here (cached per file), for leak verdicts.
 report::SourceLine sourceReader();

@@ -18,7 +18,8 @@ int main(int argc, char** argv)
     app.set_version_flag("--version", OOMSCOPE_VERSION);
     app.require_subcommand(1);
     std::unique_ptr<Command> commands[] = {makeRunCommand(), makeReportCommand(), makeCheckCommand(),
-                                           makeDiffCommand(), makeRecoverCommand()};
+                                           makeDiffCommand(), makeRecoverCommand(), makeHtmlCommand(),
+                                           makeExportCommand()};
     std::vector<std::pair<CLI::App*, Command*>> parsers;
     int parsedArgc = argc;
     for (auto& command : commands) {

@@ -45,36 +45,10 @@ std::string deviceLabel(const Report& r, int64_t index)
 
 void renderHeader(const Report& r, const Style& s, std::ostream& out)
 {
-    const Trigger& t = r.trigger;
-    if (t.kind == TriggerKind::Oom) {
-        out << s.red("OUT OF MEMORY") << " on " << deviceLabel(r, t.device.value_or(-1)) << "\n";
-        out << "  request   " << (t.api.empty() ? "allocation" : t.api);
-        if (t.requestedBytes)
-            out << " of " << formatBytes(*t.requestedBytes);
-        if (t.framework)
-            out << " (raised by " << *t.framework << ")";
-        out << "\n";
-        if (t.error) {
-            out << "  error     " << (t.errorName.empty() ? "error" : t.errorName) << " (" << *t.error << ")\n";
-        }
-    } else if (t.kind == TriggerKind::Exit) {
-        out << s.bold("EXIT REPORT") << ": memory still held when the process exited\n";
-    } else if (t.kind == TriggerKind::Signal) {
-        out << s.bold("SIGNAL REPORT") << ": " << t.message << "\n";
-    } else if (t.kind == TriggerKind::Recovered) {
-        out << s.bold("RECOVERED REPORT") << ": " << t.message << "\n";
-    } else {
-        out << s.bold("REQUESTED REPORT") << ": " << t.message << "\n";
-    }
-    const Process& p = r.process;
-    out << "  process   pid " << p.pid;
-    if (!p.hostname.empty())
-        out << " on " << p.hostname;
-    if (p.rank)
-        out << ", rank " << *p.rank << (p.worldSize ? "/" + std::to_string(*p.worldSize) : "");
-    out << ": " << joinCmdline(p.cmdline) << "\n";
-    if (p.startNs > 0 && t.timeNs >= p.startNs)
-        out << "  when      " << formatSeconds(t.timeNs - p.startNs) << " after the process started\n";
+    const Headline h = headline(r);
+    out << (h.alert ? s.red(h.title) : s.bold(h.title)) << h.rest << "\n";
+    for (const auto& [label, value] : h.facts)
+        out << "  " << label << std::string(label.size() < 10 ? 10 - label.size() : 1, ' ') << value << "\n";
 }
 
 std::optional<uint64_t> usedOnDevice(const Report& r, int64_t device)
@@ -362,6 +336,42 @@ void renderCoverage(const Report& r, const RenderOptions& o, const Style& s, std
 }
 
 } // namespace
+
+Headline headline(const Report& r)
+{
+    Headline h;
+    const Trigger& t = r.trigger;
+    switch (t.kind) {
+    case TriggerKind::Oom: {
+        h.alert = true;
+        h.title = "OUT OF MEMORY";
+        h.rest = " on " + deviceLabel(r, t.device.value_or(-1));
+        std::string request = t.api.empty() ? "allocation" : t.api;
+        if (t.requestedBytes)
+            request += " of " + formatBytes(*t.requestedBytes);
+        if (t.framework)
+            request += " (raised by " + *t.framework + ")";
+        h.facts.emplace_back("request", request);
+        if (t.error)
+            h.facts.emplace_back("error", (t.errorName.empty() ? "error" : t.errorName) + " (" + std::to_string(*t.error) + ")");
+        break;
+    }
+    case TriggerKind::Exit: h.title = "EXIT REPORT", h.rest = ": memory still held when the process exited"; break;
+    case TriggerKind::Signal: h.title = "SIGNAL REPORT", h.rest = ": " + t.message; break;
+    case TriggerKind::Recovered: h.title = "RECOVERED REPORT", h.rest = ": " + t.message; break;
+    default: h.title = "REQUESTED REPORT", h.rest = ": " + t.message; break;
+    }
+    const Process& p = r.process;
+    std::string process = "pid " + std::to_string(p.pid);
+    if (!p.hostname.empty())
+        process += " on " + p.hostname;
+    if (p.rank)
+        process += ", rank " + std::to_string(*p.rank) + (p.worldSize ? "/" + std::to_string(*p.worldSize) : "");
+    h.facts.emplace_back("process", process + ": " + joinCmdline(p.cmdline));
+    if (p.startNs > 0 && t.timeNs >= p.startNs)
+        h.facts.emplace_back("when", formatSeconds(t.timeNs - p.startNs) + " after the process started");
+    return h;
+}
 
 void renderReport(const Report& r, const RenderOptions& o, std::ostream& out)
 {

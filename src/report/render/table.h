@@ -9,6 +9,9 @@
 
 #include <cstddef>
 #include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace oomscope::report {
 
@@ -25,6 +28,16 @@ struct RenderOptions {
 };
 
 void renderReport(const Report& report, const RenderOptions& options, std::ostream& out);
+
+// The report's first lines: what happened (title: "OUT OF MEMORY", then the rest of the line)
+// and the facts under it (request, error, process, when), as every view shows them.
+struct Headline {
+    bool alert = false;  // an OOM: shown in red
+    std::string title;
+    std::string rest;
+    std::vector<std::pair<std::string, std::string>> facts;
+};
+Headline headline(const Report& report);
 
 
 } // namespace oomscope::report

@@ -1,0 +1,178 @@
+#include "report/analysis/live_tree.h"
+
+#include "report/analysis/analysis.h"
+#include "report/format.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace oomscope::report {
+namespace {
+
+std::string moduleName(const Report& r, const Frame& f)
+{
+    const Module* m = f.module ? r.findModule(*f.module) : nullptr;
+    return m ? baseName(m->path) : "?";
+}
+
+// A node under construction: children found by kind and name.
+struct Building {
+    LiveNode node;
+    std::vector<Building> children;
+    std::map<std::pair<int, std::string>, size_t> index;
+
+    Building& child(LiveNode::Kind kind, const std::string& name)
+    {
+        auto [it, inserted] = index.emplace(std::make_pair(int(kind), name), children.size());
+        if (inserted) {
+            children.emplace_back();
+            children.back().node.kind = kind;
+            children.back().node.name = name;
+        }
+        return children[it->second];
+    }
+};
+
+// Adds bytes along a stack's frames, root first, native frames folded per library.
+void addStack(const Report& r, const Stack* stack, uint64_t bytes, size_t maxDetail, Building* at)
+{
+    at->node.bytes += bytes;
+    if (!stack || stack->frames.empty()) {
+        at->child(LiveNode::Kind::NoStack, "(no stack)").node.bytes += bytes;
+        return;
+    }
+    const std::vector<Frame>& frames = stack->frames;
+    for (size_t i = frames.size(); i-- > 0;) {
+        const Frame& f = frames[i];
+        if (f.kind == FrameKind::Python) {
+            const bool marker = f.file == kBorrowedFrameFile && f.line == 0;
+            const std::string name = marker ? "-- " + f.function + " --"
+                                            : f.function + "  " + baseName(f.file) + ":" + std::to_string(f.line);
+            at = &at->child(LiveNode::Kind::Python, name);
+            if (at->node.detail.empty() && !marker)
+                at->node.detail.push_back(f.file + ":" + std::to_string(f.line));
+            at->node.bytes += bytes;
+            continue;
+        }
+        const std::string library = moduleName(r, f);
+        std::vector<std::string> symbols;
+        size_t j = i + 1;
+        while (j-- > 0 && frames[j].kind == FrameKind::Native && moduleName(r, frames[j]) == library) {
+            symbols.push_back(frames[j].symbol.empty() ? library + "+" + formatHex(frames[j].offset) : frames[j].symbol);
+            i = j;
+        }
+        const std::string name = library + (symbols.size() > 1 ? "  (" + std::to_string(symbols.size()) + " frames)" : "");
+        at = &at->child(LiveNode::Kind::Native, name);
+        if (at->node.detail.empty()) {
+            for (size_t k = 0; k < symbols.size() && k < maxDetail; ++k)
+                at->node.detail.push_back(truncateMiddle(symbols[k], 200));
+            if (symbols.size() > maxDetail)
+                at->node.detail.push_back("... " + std::to_string(symbols.size() - maxDetail) + " more");
+        }
+        at->node.bytes += bytes;
+    }
+}
+
+// The finished node: children largest first, those below the threshold merged.
+LiveNode finish(Building& b, uint64_t threshold)
+{
+    LiveNode out = std::move(b.node);
+    std::sort(b.children.begin(), b.children.end(),
+              [](const Building& x, const Building& y) { return x.node.bytes > y.node.bytes; });
+    uint64_t smallBytes = 0;
+    size_t smallCount = 0;
+    for (Building& c : b.children) {
+        if (c.node.bytes < threshold) {
+            smallBytes += c.node.bytes;
+            ++smallCount;
+            continue;
+        }
+        out.children.push_back(finish(c, threshold));
+    }
+    if (smallCount > 0) {
+        LiveNode smaller;
+        smaller.kind = LiveNode::Kind::Smaller;
+        smaller.name = std::to_string(smallCount) + (smallCount == 1 ? " smaller stack" : " smaller stacks");
+        smaller.bytes = smallBytes;
+        out.children.push_back(std::move(smaller));
+    }
+    return out;
+}
+
+std::set<int64_t> devicesWithMemory(const Report& r)
+{
+    std::set<int64_t> devices;
+    for (const Site& s : r.sites) {
+        if (s.kind == MemKind::Device && s.bytes > 0)
+            devices.insert(s.device);
+    }
+    return devices;
+}
+
+} // namespace
+
+LiveNode liveTree(const Report& report, const LiveTreeOptions& options)
+{
+    std::unordered_map<uint32_t, const Stack*> stacks;
+    for (const Stack& s : report.stacks)
+        stacks[s.id] = &s;
+    const bool perDevice = devicesWithMemory(report).size() > 1;
+    Building root;
+    root.node.kind = LiveNode::Kind::Root;
+    root.node.name = "live device memory";
+    for (const Site& site : report.sites) {
+        if (site.kind != MemKind::Device)
+            continue;
+        Building* at = &root;
+        if (perDevice) {
+            root.node.bytes += site.bytes;
+            at = &root.child(LiveNode::Kind::Device, "device " + std::to_string(site.device));
+        }
+        auto it = stacks.find(site.stack);
+        addStack(report, it == stacks.end() ? nullptr : it->second, site.bytes, options.maxDetail, at);
+    }
+    const uint64_t threshold = uint64_t(double(root.node.bytes) * options.minShare);
+    return finish(root, threshold);
+}
+
+std::string foldedFrameName(const Report& report, const Frame& f)
+{
+    std::string name;
+    if (f.kind == FrameKind::Python)
+        name = f.function + " (" + baseName(f.file) + ":" + std::to_string(f.line) + ")";
+    else if (f.symbol.empty())
+        name = moduleName(report, f) + "+" + formatHex(f.offset);
+    else
+        name = f.symbol + " (" + moduleName(report, f) + ")";
+    std::replace(name.begin(), name.end(), ';', ',');
+    std::replace(name.begin(), name.end(), '\n', ' ');
+    return name;
+}
+
+std::vector<std::pair<std::string, uint64_t>> foldedStacks(const Report& report)
+{
+    std::unordered_map<uint32_t, const Stack*> stacks;
+    for (const Stack& s : report.stacks)
+        stacks[s.id] = &s;
+    const bool perDevice = devicesWithMemory(report).size() > 1;
+    std::map<std::string, uint64_t> lines;
+    for (const Site& site : report.sites) {
+        if (site.kind != MemKind::Device || site.bytes == 0)
+            continue;
+        std::string line = perDevice ? "device " + std::to_string(site.device) : "";
+        auto it = stacks.find(site.stack);
+        if (it == stacks.end() || it->second->frames.empty()) {
+            line += (line.empty() ? "" : ";") + std::string("(no stack)");
+        } else {
+            const std::vector<Frame>& frames = it->second->frames;
+            for (size_t i = frames.size(); i-- > 0;)
+                line += (line.empty() ? "" : ";") + foldedFrameName(report, frames[i]);
+        }
+        lines[line] += site.bytes;
+    }
+    return {lines.begin(), lines.end()};
+}
+
+} // namespace oomscope::report

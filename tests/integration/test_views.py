@@ -1,0 +1,194 @@
+"""oomscope html and oomscope export: every report fixture rendered as a page and opened in a
+real headless browser (Debian's chromium, installed by `make deps`), a screenshot of each kept
+in the build's test-output/html folder; the exports checked by what reads them (Python's
+pickle, a JSON parser) and against the report's own numbers; bad input is one line, status 2,
+nothing left behind."""
+import glob
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BUILD
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "v1")
+ALL = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(FIXTURES, "*.json")))
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOTS = os.path.join(BUILD, "test-output", "html")
+
+
+def cli(build, *args):
+    return subprocess.run([build.oomscope] + list(args), capture_output=True, text=True, timeout=120)
+
+
+def load(name):
+    with open(os.path.join(FIXTURES, name + ".json")) as f:
+        return json.load(f)
+
+
+def browser(*args, profile):
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--hide-scrollbars",
+                           "--window-size=1400,2400"] + list(args), capture_output=True, text=True, timeout=120)
+
+
+def body_data(dom):
+    body = re.search(r"<body([^>]*)>", dom)
+    assert body, dom[:500]
+    return {k: v.replace("&quot;", '"') for k, v in re.findall(r'data-([a-z-]+)="([^"]*)"', body.group(1))}
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (make deps installs it)")
+@pytest.mark.parametrize("name", ALL)
+def test_every_fixture_renders_and_draws_what_the_report_holds(build, tmp_path, name):
+    page = tmp_path / (name + ".html")
+    out = cli(build, "html", os.path.join(FIXTURES, name + ".json"), "-o", str(page))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(page)
+    text = page.read_text()
+    # One file, nothing fetched: no external script, stylesheet or image.
+    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', text), "the page refers to the network"
+    shown = browser("--dump-dom", "file://" + str(page), profile=str(tmp_path / "profile"))
+    data = body_data(shown.stdout)
+    console = [l for l in shown.stderr.splitlines() if "CONSOLE" in l and ("Uncaught" in l or "rror" in l)]
+    assert not console, console
+    assert data.get("ready") == "1" and data.get("errors") == "0", data
+    report = load(name)
+    # The chart: one series per source that ever held device memory on the device, among them
+    # every source that holds some at the trigger.
+    series = json.loads(data["series-per-device"])
+    for row, sources in zip(sorted(report["memory"], key=lambda r: r["device"]), series):
+        held = {s for s, b in row["by_source"].items() if b > 0 and s != "untracked"}
+        assert held <= set(sources), (held, sources)
+        assert len(sources) == len(set(sources))
+    # The flame graph's boxes add up to the tracked live bytes.
+    tracked = sum(r["tracked_bytes"] for r in report["memory"])
+    assert int(data["flame-root"]) == tracked
+    assert int(data["flame-children"]) == tracked
+    # One bar per segment.
+    assert int(data["segment-bars"]) == len(report["segments"])
+    os.makedirs(SHOTS, exist_ok=True)
+    shot = os.path.join(SHOTS, name + ".png")
+    taken = browser("--screenshot=" + shot, "file://" + str(page), profile=str(tmp_path / "profile"))
+    assert os.path.getsize(shot) > 10000, taken.stderr[-500:]
+
+
+def test_the_page_embeds_the_analysed_report_and_escapes_what_could_close_its_script(build, tmp_path):
+    report = load("fake-cuda-oom")
+    report["process"]["cmdline"] = ["</script><script>alert(1)</script>", "{{js}}"]
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(report))
+    page = tmp_path / "hostile.html"
+    assert cli(build, "html", str(path), "-o", str(page)).returncode == 0
+    text = page.read_text()
+    assert "</script><script>alert(1)" not in text
+    data = json.loads(re.search(r'<script type="application/json" id="oomscope-data">(.*?)</script>', text, re.S).group(1))
+    process = dict(data["headline"]["facts"])["process"]
+    assert "</script><script>alert(1)</script> {{js}}" in process  # the JSON's own "<\/" read back as "</"
+    assert data["diagnosis"] and data["diagnosis"][0]["code"] == "request_too_large"  # analysed, in C++
+
+
+def test_folded_stacks_add_up_to_the_tracked_bytes(build, tmp_path):
+    for name in ("fake-cuda-oom", "h200-torch-gpt2-oom", "fake-torch-leak-exit"):
+        out_path = tmp_path / (name + ".folded")
+        out = cli(build, "export", os.path.join(FIXTURES, name + ".json"), "--format", "folded", "-o", str(out_path))
+        assert out.returncode == 0, out.stderr
+        total = 0
+        for line in out_path.read_text().splitlines():
+            stack, count = line.rsplit(" ", 1)
+            assert stack and ";" not in stack.split(";")[-1]
+            total += int(count)
+        assert total == sum(r["tracked_bytes"] for r in load(name)["memory"]), name
+
+
+def test_chrome_trace_is_valid_json_with_ordered_counters(build, tmp_path):
+    for name in ("h200-torch-gpt2-oom", "fake-step-loop-leaky-exit", "h200-cuda-example-oom"):
+        path = tmp_path / (name + ".trace.json")
+        assert cli(build, "export", os.path.join(FIXTURES, name + ".json"), "-f", "chrome-trace", "-o", str(path)).returncode == 0
+        trace = json.loads(path.read_text())
+        events = trace["traceEvents"]
+        assert events
+        last = {}
+        for e in events:
+            assert {"ph", "ts", "pid"} <= set(e), e
+            if e["ph"] == "C":
+                assert e["ts"] >= last.get(e["name"], 0), e
+                last[e["name"]] = e["ts"]
+                assert all(isinstance(v, int) and v >= 0 for v in e["args"].values())
+        report = load(name)
+        assert any(e["ph"] == "C" for e in events)
+        assert sum(e["ph"] == "X" for e in events) == len(report["steps"])
+        if report["trigger"]["kind"] == "oom":
+            assert any(e["ph"] == "i" and e["name"] == "OOM" for e in events)
+        # The last sample of each device's counter is what the report says is live.
+        for row in report["memory"]:
+            name_ = f"device {row['device']} memory by source"
+            final = [e for e in events if e["ph"] == "C" and e["name"] == name_][-1]["args"]
+            assert sum(final.values()) == row["tracked_bytes"], (final, row)
+
+
+def test_torch_snapshot_has_the_shape_of_torch_cuda_memory_snapshot(build, tmp_path):
+    report = load("h200-torch-gpt2-oom")
+    row = report["memory"][0]
+    for torch_only in (True, False):
+        path = tmp_path / ("only.pickle" if torch_only else "all.pickle")
+        args = ["export", os.path.join(FIXTURES, "h200-torch-gpt2-oom.json"), "-f", "torch-snapshot", "-o", str(path)]
+        assert cli(build, *(args + (["--torch-only"] if torch_only else []))).returncode == 0
+        raw = path.read_bytes()
+        assert raw[:2] == b"\x80\x04"  # protocol 4: memory_viz's page reads it (not 5)
+        snap = pickle.loads(raw)
+        assert set(snap) == {"segments", "device_traces"}
+        torch_segments = [s for s in snap["segments"] if "oomscope_source" not in s]
+        assert sum(s["total_size"] for s in torch_segments) == row["reserved_bytes"]
+        allocated = sum(b["size"] for s in torch_segments for b in s["blocks"] if b["state"] == "active_allocated")
+        assert allocated == row["allocated_bytes"]
+        for s in snap["segments"]:
+            assert sum(b["size"] for b in s["blocks"]) == s["total_size"]
+            assert {"address", "total_size", "stream", "segment_type", "blocks", "device"} <= set(s)
+            for b in s["blocks"]:
+                assert {"address", "size", "requested_size", "state", "frames"} <= set(b)
+        outside = [s for s in snap["segments"] if "oomscope_source" in s]
+        if torch_only:
+            assert not outside
+        else:
+            # The memory outside PyTorch: cuBLAS's workspaces, labelled, adding up to by_source.
+            assert sum(s["total_size"] for s in outside) == row["by_source"]["cublas"]
+            assert all(s["blocks"][0]["frames"][0]["name"].startswith("cublas: ") for s in outside)
+        actions = {e["action"] for trace in snap["device_traces"] for e in trace}
+        assert {"segment_alloc", "oom"} <= actions
+        for trace in snap["device_traces"]:
+            for e in trace:
+                assert {"action", "addr", "size", "stream", "frames", "time_us"} <= set(e)
+
+
+@pytest.mark.parametrize("args,why", [
+    (["export", "REPORT", "-f", "svg"], "unknown format"),
+    (["export", "NOTREPORT", "-f", "folded"], "not an oomscope report"),
+    (["html", "NOTREPORT"], "not an oomscope report"),
+    (["export", "REPORT", "-f", "folded", "-o", "/nonexistent-dir/x.folded"], "cannot write"),
+    (["html", "REPORT", "-o", "/nonexistent-dir/x.html"], "cannot write"),
+])
+def test_bad_input_is_one_line_status_2_and_nothing_left(build, tmp_path, args, why):
+    report = os.path.join(FIXTURES, "fake-cuda-oom.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hello": 1}')
+    args = [report if a == "REPORT" else str(bad) if a == "NOTREPORT" else a for a in args]
+    before = set(os.listdir(tmp_path))
+    out = cli(build, *args)
+    assert out.returncode == 2, out
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("oomscope: error: ") and why in lines[0], lines
+    assert set(os.listdir(tmp_path)) == before
+
+
+def test_default_output_names_and_the_temporary_file_is_gone(build, tmp_path):
+    shutil.copy(os.path.join(FIXTURES, "fake-cuda-oom.json"), tmp_path / "r.json")
+    assert cli(build, "html", str(tmp_path / "r.json")).stdout.strip() == str(tmp_path / "r.html")
+    assert cli(build, "export", str(tmp_path / "r.json"), "-f", "torch-snapshot").stdout.strip() == str(tmp_path / "r.pickle")
+    assert cli(build, "export", str(tmp_path / "r.json"), "-f", "chrome-trace").stdout.strip() == str(tmp_path / "r.trace.json")
+    assert sorted(os.listdir(tmp_path)) == ["r.html", "r.json", "r.pickle", "r.trace.json"]
