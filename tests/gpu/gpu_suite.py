@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The GPU suite: the scenarios of tests/gpu against real CUDA and PyTorch, run from an
 installed tree (it builds nothing). Each family of scenarios is a module of suite/ (plain CUDA,
-PyTorch's allocators, other frameworks, training under the adapter, the examples, reliability,
-CUPTI); this runner runs them in that order and prints one row per scenario, PASS or FAIL, with
+PyTorch's allocators, other frameworks, training under the adapter, the report's views, the
+examples, reliability, CUPTI); this runner runs them in that order and prints one row per scenario, PASS or FAIL, with
 the numbers that decided it. Usage: gpu_suite.py PREFIX OUTDIR [SCENARIO ...]"""
 
 import json
@@ -13,11 +13,11 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from suite import cuda, cupti, examples, frameworks, reliability, torch_allocators, torch_training  # noqa: E402
+from suite import cuda, cupti, examples, frameworks, reliability, torch_allocators, torch_training, views  # noqa: E402
 from suite.common import Ctx  # noqa: E402
 
 # CUPTI's family last: its coverage check reads every report the others left.
-FAMILIES = [cuda, torch_allocators, frameworks, torch_training, examples, reliability, cupti]
+FAMILIES = [cuda, torch_allocators, frameworks, torch_training, views, examples, reliability, cupti]
 SCENARIOS = [scenario for family in FAMILIES for scenario in family.SCENARIOS]
 
 
