@@ -48,8 +48,11 @@ double ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::ti
 
 } // namespace
 
-int main()
+int main(int argc, char** argv)
 {
+    // The alloc/free pairs after the live allocations: 480 000 (a ring of 1 Mi events full), or
+    // as many as the first argument says (10 Mi events: 5 000 000 with OOMSCOPE_RING_EVENTS=16Mi).
+    const uint64_t pairs = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 480000;
     setenv("OOMSCOPE_EXIT_REPORT", "0", 1);
     setenv("OOMSCOPE_QUIET", "1", 1);
     // As in the preload: the unwinder set up, the triggers installed, the preload's writer.
@@ -75,7 +78,7 @@ int main()
         rec.stack = g_stacks[i % g_stacks.size()];
         r.recordAlloc(rec);
     }
-    for (uint64_t i = 0; i < 480000; ++i) {
+    for (uint64_t i = 0; i < pairs; ++i) {
         rec.address = (uint64_t(2) << 40) + i * 4096;
         rec.stack = g_stacks[(i * 7) % g_stacks.size()];
         r.recordAlloc(rec);

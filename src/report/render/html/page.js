@@ -173,11 +173,25 @@
     const canvas = el('canvas', { 'aria-label': `memory over time on device ${d.device}` });
     canvasBox.append(canvas);
     wrap.append(canvasBox);
+    const full = fullView(d), first = initialView(d);
+    if (first.from !== full.from) wrap.append(el('p', { class: 'hint' }, `Opens at ${seconds(first.from)}, where the memory first reaches 1% of its peak: double-click the chart for the whole run from ${seconds(full.from)}.`));
     if (d.markersDropped) wrap.append(el('p', { class: 'hint' }, `${d.markersDropped} markers not drawn (evenly thinned).`));
-    const view = { from: d.start, to: Math.max(d.end, d.start + 0.001) };
-    const chart = { d, canvas, view, drag: null, wrap };
+    const chart = { d, canvas, view: initialView(d), drag: null, wrap };
     window.addEventListener('resize', () => paintTimeline(chart));
     return chart;
+  }
+
+  // The whole run, but for a long quiet start (model loading): the view opens where the memory
+  // first reaches 1% of its peak. Double-click shows everything.
+  function fullView(d) { return { from: d.start, to: Math.max(d.end, d.start + 0.001) }; }
+  function initialView(d) {
+    const full = fullView(d);
+    const peak = d.totalMax.reduce((a, v) => Math.max(a, v), 0);
+    const first = d.totalMax.findIndex((v) => v >= peak / 100);
+    if (first <= 0) return full;
+    const from = first > 0 ? d.t[first - 1] : d.start;
+    const margin = 0.03 * (full.to - from);
+    return from - margin > full.from + 0.1 * (full.to - full.from) ? { from: from - margin, to: full.to } : full;
   }
 
   const PAD = { left: 74, right: 14, top: 10, bottom: 40 };
@@ -311,7 +325,11 @@
     };
     canvas.addEventListener('mouseup', end);
     canvas.addEventListener('mouseleave', () => { hideTooltip(); if (chart.drag) end(); });
-    canvas.addEventListener('dblclick', () => { chart.view = { from: d.start, to: Math.max(d.end, d.start + 0.001) }; paintTimeline(chart); });
+    canvas.addEventListener('dblclick', () => {
+      const full = fullView(d);
+      chart.view = chart.view.from === full.from && chart.view.to === full.to ? initialView(d) : full;
+      paintTimeline(chart);
+    });
   }
 
   // ---- the flame graph (an icicle: root on top)
