@@ -20,7 +20,10 @@
 
 #include "report/model.h"
 
+#include <map>
+#include <optional>
 #include <type_traits>
+#include <vector>
 
 namespace oomscope::report::fields {
 
@@ -48,6 +51,24 @@ template <class T>
 struct AbsentWhenEmpty {
     T& value;
 };
+
+// What a visitor tells apart among member types.
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <class T>
+struct IsVector : std::false_type {};
+template <class T>
+struct IsVector<std::vector<T>> : std::true_type {};
+template <class T>
+struct IsMap : std::false_type {};
+template <class K, class V>
+struct IsMap<std::map<K, V>> : std::true_type {};
+template <class T>
+struct IsAbsentWhenEmpty : std::false_type {};
+template <class T>
+struct IsAbsentWhenEmpty<AbsentWhenEmpty<T>> : std::true_type {};
 
 // describe(v, x): the fields of x's type, for a visitor v; x may be const (writers) or not.
 #define OOMSCOPE_DESCRIBE(Type)                                                                                         \

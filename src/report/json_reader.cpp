@@ -211,22 +211,6 @@ void readTimelineRow(const Json& j, size_t index, RowsRead* read)
     tl->rows.push_back(row);
 }
 
-template <class T>
-struct IsOptional : std::false_type {};
-template <class T>
-struct IsOptional<std::optional<T>> : std::true_type {};
-template <class T>
-struct IsVector : std::false_type {};
-template <class T>
-struct IsVector<std::vector<T>> : std::true_type {};
-template <class T>
-struct IsMap : std::false_type {};
-template <class K, class V>
-struct IsMap<std::map<K, V>> : std::true_type {};
-template <class T>
-struct IsAbsentWhenEmpty : std::false_type {};
-template <class T>
-struct IsAbsentWhenEmpty<fields::AbsentWhenEmpty<T>> : std::true_type {};
 
 template <class E>
 E readEnum(const Value& v)
@@ -253,7 +237,7 @@ public:
     {
         using M = std::remove_cvref_t<T>;
         const bool present = m_object.json().contains(key);
-        if constexpr (IsAbsentWhenEmpty<M>::value) {
+        if constexpr (fields::IsAbsentWhenEmpty<M>::value) {
             member.value.reset();
             if (present) {
                 typename std::remove_cvref_t<decltype(member.value)>::value_type inner{};
@@ -284,21 +268,21 @@ public:
             x = v.i64();
         } else if constexpr (std::is_same_v<T, int32_t>) {
             x = v.i32();
-        } else if constexpr (IsOptional<T>::value) {
+        } else if constexpr (fields::IsOptional<T>::value) {
             x.reset();
             if (!v.isNull()) {
                 typename T::value_type inner{};
                 read(v, inner);
                 x = std::move(inner);
             }
-        } else if constexpr (IsVector<T>::value) {
+        } else if constexpr (fields::IsVector<T>::value) {
             x.clear();
             v.forEach([&](const Value& e) {
                 typename T::value_type element{};
                 read(e, element);
                 x.push_back(std::move(element));
             });
-        } else if constexpr (IsMap<T>::value) {
+        } else if constexpr (fields::IsMap<T>::value) {
             readMap(v, x);
         } else {
             v.expectObject();

@@ -167,18 +167,6 @@ void writeRowsPipelined(JsonOut& w, const Timeline& tl, const std::vector<std::s
         h.join();
 }
 
-template <class T>
-struct IsOptional : std::false_type {};
-template <class T>
-struct IsOptional<std::optional<T>> : std::true_type {};
-template <class T>
-struct IsVector : std::false_type {};
-template <class T>
-struct IsVector<std::vector<T>> : std::true_type {};
-template <class T>
-struct IsMap : std::false_type {};
-template <class K, class V>
-struct IsMap<std::map<K, V>> : std::true_type {};
 
 // Walks the field table (fields.h) and writes each field as it comes.
 class WriteVisitor {
@@ -189,7 +177,7 @@ public:
     void operator()(const char* key, T&& member, int /*since*/)
     {
         using M = std::remove_cvref_t<T>;
-        if constexpr (IsAbsentWhenEmpty<M>::value) {
+        if constexpr (fields::IsAbsentWhenEmpty<M>::value) {
             if (!member.value)
                 return;
             m_w.key(key);
@@ -201,10 +189,6 @@ public:
     }
 
 private:
-    template <class T>
-    struct IsAbsentWhenEmpty : std::false_type {};
-    template <class T>
-    struct IsAbsentWhenEmpty<fields::AbsentWhenEmpty<T>> : std::true_type {};
 
     template <class T>
     void value(const T& x)
@@ -218,17 +202,17 @@ private:
                 m_w.value(int64_t(x));
             else
                 m_w.value(uint64_t(x));
-        } else if constexpr (IsOptional<T>::value) {
+        } else if constexpr (fields::IsOptional<T>::value) {
             if (x)
                 value(*x);
             else
                 m_w.null();
-        } else if constexpr (IsVector<T>::value) {
+        } else if constexpr (fields::IsVector<T>::value) {
             m_w.beginArray();
             for (const auto& e : x)
                 value(e);
             m_w.endArray();
-        } else if constexpr (IsMap<T>::value) {
+        } else if constexpr (fields::IsMap<T>::value) {
             object(x);
         } else {
             m_w.beginObject();

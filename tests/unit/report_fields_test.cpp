@@ -18,22 +18,6 @@ namespace {
 using namespace oomscope::report;
 using Json = nlohmann::json;
 
-template <class T>
-struct IsOptional : std::false_type {};
-template <class T>
-struct IsOptional<std::optional<T>> : std::true_type {};
-template <class T>
-struct IsVector : std::false_type {};
-template <class T>
-struct IsVector<std::vector<T>> : std::true_type {};
-template <class T>
-struct IsMap : std::false_type {};
-template <class K, class V>
-struct IsMap<std::map<K, V>> : std::true_type {};
-template <class T>
-struct IsAbsentWhenEmpty : std::false_type {};
-template <class T>
-struct IsAbsentWhenEmpty<fields::AbsentWhenEmpty<T>> : std::true_type {};
 
 // node[key], or null when node is not an object or has no such key (const operator[] on a
 // missing key is undefined).
@@ -73,11 +57,11 @@ public:
             return;
         }
         const bool required = contains(field(m_object, "required"), key);
-        const bool mustBe = since == fields::kFirst && !IsAbsentWhenEmpty<M>::value;
+        const bool mustBe = since == fields::kFirst && !fields::IsAbsentWhenEmpty<M>::value;
         if (required != mustBe)
             problem(path, mustBe ? "is in every report but not required by the schema"
                                  : "may be absent (added later) but the schema requires it");
-        if constexpr (IsAbsentWhenEmpty<M>::value)
+        if constexpr (fields::IsAbsentWhenEmpty<M>::value)
             check(properties[key], *std::optional<std::remove_cvref_t<decltype(*member.value)>>{std::in_place}, path);
         else
             check(properties[key], member, path);
@@ -133,7 +117,7 @@ private:
     void check(const Json& raw, const T& x, const std::string& path)
     {
         const Json& node = resolve(raw);
-        if constexpr (IsOptional<T>::value) {
+        if constexpr (fields::IsOptional<T>::value) {
             const Json* inner = nonNull(node);
             if (!inner)
                 problem(path, "is nullable but the schema admits no null");
@@ -160,13 +144,13 @@ private:
             expectType(node, "integer", path);
             if (std::is_unsigned_v<T> && field(node, "minimum") != Json(0))
                 problem(path, "is unsigned but the schema's minimum is not 0");
-        } else if constexpr (IsVector<T>::value) {
+        } else if constexpr (fields::IsVector<T>::value) {
             expectType(node, "array", path);
             if (field(node, "items").is_object())
                 check(field(node, "items"), typename T::value_type{}, path + "[]");
             else
                 problem(path, "has no items in the schema");
-        } else if constexpr (IsMap<T>::value) {
+        } else if constexpr (fields::IsMap<T>::value) {
             expectType(node, "object", path);
             if (!field(node, "additionalProperties").is_object())
                 problem(path, "is a map but the schema has no additionalProperties");

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 namespace oomscope::report {
@@ -69,20 +70,12 @@ void traceMetadata(JsonOut& w, const Report& r)
     for (const std::string& a : r.process.cmdline)
         cmdline += (cmdline.empty() ? "" : " ") + a;
     const int64_t pid = r.process.pid;
-    const std::pair<const char*, std::string> names[] = {
-        {"process_name", "pid " + std::to_string(pid) + ": " + truncateMiddle(cmdline, 120)}};
-    for (const auto& [kind, name] : names) {
-        traceEvent(w, "M", kind, 0, pid, 0);
-        w.key("args");
-        w.beginObject();
-        w.key("name");
-        w.value(name);
-        w.endObject();
-        w.endObject();
-    }
-    const std::pair<int64_t, const char*> threads[] = {{1, "steps"}, {2, "events"}};
-    for (const auto& [tid, name] : threads) {
-        traceEvent(w, "M", "thread_name", 0, pid, tid);
+    const std::tuple<const char*, int64_t, std::string> names[] = {
+        {"process_name", 0, "pid " + std::to_string(pid) + ": " + truncateMiddle(cmdline, 120)},
+        {"thread_name", 1, "steps"},
+        {"thread_name", 2, "events"}};
+    for (const auto& [kind, tid, name] : names) {
+        traceEvent(w, "M", kind, 0, pid, tid);
         w.key("args");
         w.beginObject();
         w.key("name");
