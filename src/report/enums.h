@@ -35,7 +35,9 @@ enum class BlockState : uint8_t { ActiveAllocated = 0, ActiveAwaitingFree, Inact
 
 // A segment: PyTorch's pools (large, small), our own views of CUDA VMM mappings, plain
 // cudaMalloc segments and stream-ordered pools.
-enum class SegmentKind : uint8_t { CudaMalloc = 0, Large, Pool, Small, Vmm, Count };
+// PyTorch's segments are "large" or "small" (its two pools), or "expandable" (grown in place with
+// cuMemMap: expandable_segments:True); the tracker's own are cudaMalloc, pool and vmm.
+enum class SegmentKind : uint8_t { CudaMalloc = 0, Expandable, Large, Pool, Small, Vmm, Count };
 
 enum class Severity : uint8_t { Info = 0, Warning, Error, Count };
 
@@ -74,8 +76,8 @@ struct EnumNames<BlockState> {
 };
 template <>
 struct EnumNames<SegmentKind> {
-    static constexpr std::array<const char*, size_t(SegmentKind::Count)> names = {"cudaMalloc", "large", "pool",
-                                                                                "small", "vmm"};
+    static constexpr std::array<const char*, size_t(SegmentKind::Count)> names = {"cudaMalloc", "expandable", "large",
+                                                                                "pool",       "small",      "vmm"};
 };
 template <>
 struct EnumNames<Severity> {

@@ -1,7 +1,10 @@
 """The PyTorch adapter against the fake torch + fake CUDA + the real preload."""
 import os
+import pickle
 import subprocess
 import sys
+
+import pytest
 
 import oomscope_testlib as t
 
@@ -27,8 +30,9 @@ def oom_line():
         return next(i for i, line in enumerate(f, 1) if "OOM-LINE" in line)
 
 
-def test_one_report_per_oom_with_the_allocators_view(build, tmp_path):
-    r, facts = run(build, tmp_path, "oom")
+@pytest.mark.parametrize("conf, kind", [("", "large"), ("expandable_segments:True", "expandable")])
+def test_one_report_per_oom_with_the_allocators_view(build, tmp_path, conf, kind):
+    r, facts = run(build, tmp_path, "oom", PYTORCH_CUDA_ALLOC_CONF=conf)
     assert facts["caught"]
     assert r.count("oom") == 1, r.reports
     rep = r.only("oom")
@@ -42,13 +46,21 @@ def test_one_report_per_oom_with_the_allocators_view(build, tmp_path):
     assert row["reserved_bytes"] == stats["reserved_bytes.all.current"] == 600 * MiB
     assert row["fragmented_bytes"] == 0
     assert row["tracked_bytes"] == row["reserved_bytes"]
-    # Segments with their blocks, adding up to the reserved bytes.
+    # Segments with their blocks, adding up to the reserved bytes; none dropped for its kind.
+    assert rep["segments"] and {s["kind"] for s in rep["segments"]} == {kind}
     assert sum(s["size"] for s in rep["segments"]) == row["reserved_bytes"]
     for s in rep["segments"]:
         assert sum(b["size"] for b in s["blocks"]) == s["size"]
     # The view at the first failure, before the cache flush.
     assert rep["at_first_failure"] and rep["at_first_failure"][0]["tracked_bytes"] == 600 * MiB
     assert "torch" in rep["capture"]["backends"]
+    # Exported for memory_viz, the segments keep PyTorch's own type and flag.
+    pickled = tmp_path / "snapshot.pickle"
+    export = subprocess.run([build.oomscope, "export", r.reports["oom"][0], "-f", "torch-snapshot", "-o", str(pickled)],
+                            capture_output=True, text=True, timeout=120)
+    assert export.returncode == 0, export.stderr
+    segments = pickle.loads(pickled.read_bytes())["segments"]
+    assert {(s["segment_type"], s["is_expandable"]) for s in segments} == {("large", kind == "expandable")}
 
 
 def test_the_oom_stack_ends_in_the_programs_line(build, tmp_path):

@@ -154,7 +154,10 @@ def allocator_state(device):
     for seg in snapshot.get("segments", []):
         if seg.get("device") != device:
             continue
-        kind = "expandable" if seg.get("is_expandable") else seg.get("segment_type", "segment")
+        # The report knows PyTorch's pools as "large" and "small" and grown-in-place segments
+        # as "expandable"; anything else a later PyTorch may name is kept, as large.
+        kind = "expandable" if seg.get("is_expandable") else seg.get("segment_type")
+        kind = kind if kind in ("expandable", "large", "small") else "large"
         base = seg["address"]
         lines.append(f"segment {seg['device']} {base} {seg['total_size']} {seg.get('stream', 0)} {kind}")
         for block in seg.get("blocks", []):

@@ -20,7 +20,7 @@ namespace {
 
 bool torchSegment(const Segment& s)
 {
-    return s.kind == SegmentKind::Large || s.kind == SegmentKind::Small;
+    return s.kind == SegmentKind::Large || s.kind == SegmentKind::Small || s.kind == SegmentKind::Expandable;
 }
 
 struct LiveRow {
@@ -50,7 +50,7 @@ private:
     void torchSegments();
     void outsideSegments();
     void segmentHead(int64_t device, uint64_t address, uint64_t size, uint64_t allocated, uint64_t active,
-                     uint64_t stream, const char* type);
+                     uint64_t stream, SegmentKind kind);
     void traces();
     void traceEntry(const char* action, const TimelineRow& row, bool labelled);
     std::vector<LiveRow> liveOutside() const;
@@ -110,7 +110,7 @@ void SnapshotWriter::framesOfBlock(const std::optional<uint32_t>& stack)
 }
 
 void SnapshotWriter::segmentHead(int64_t device, uint64_t address, uint64_t size, uint64_t allocated, uint64_t active,
-                                 uint64_t stream, const char* type)
+                                 uint64_t stream, SegmentKind kind)
 {
     key("device");
     m_p.integer(device);
@@ -126,14 +126,15 @@ void SnapshotWriter::segmentHead(int64_t device, uint64_t address, uint64_t size
     m_p.integer(allocated);
     key("stream");
     m_p.integer(stream);
+    // An expandable segment is one of PyTorch's large pool, grown in place.
     key("segment_type");
-    m_p.str(type);
+    m_p.str(kind == SegmentKind::Small ? "small" : "large");
     key("segment_pool_id");
     m_p.integer(int64_t(0));
     m_p.integer(int64_t(0));
     m_p.tuple2();
     key("is_expandable");
-    m_p.boolean(false);
+    m_p.boolean(kind == SegmentKind::Expandable);
     key("frames");
     m_p.beginList();
     m_p.endList();
@@ -150,7 +151,7 @@ void SnapshotWriter::torchSegments()
             active += b.state != BlockState::Inactive ? b.size : 0;
         }
         m_p.beginDict();
-        segmentHead(s.device, s.address, s.size, allocated, active, s.stream, enumName(s.kind));
+        segmentHead(s.device, s.address, s.size, allocated, active, s.stream, s.kind);
         key("blocks");
         m_p.beginList();
         for (const Block& b : s.blocks) {
@@ -210,7 +211,7 @@ void SnapshotWriter::outsideSegments()
         if (!keepOutside(row.stack))
             continue;
         m_p.beginDict();
-        segmentHead(row.device, row.address, row.size, row.size, row.size, row.stream, "large");
+        segmentHead(row.device, row.address, row.size, row.size, row.size, row.stream, SegmentKind::CudaMalloc);
         key("oomscope_source");
         m_p.str(enumName(stackSource(m_r, row.stack)));
         key("blocks");

@@ -153,13 +153,15 @@ class CachingAllocator:
                 "segment.all.current": len(self.segments)}
 
     def snapshot(self):
+        # Only the flag of PyTorch's expandable segments (the fake never grows a segment).
+        expandable = "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
         segments = []
         for s in self.segments:
             blocks = [{"address": s.address + b.offset, "size": b.size,
                        "state": "active_allocated" if b.active else "inactive", "frames": b.frames or []}
                       for b in s.blocks]
             segments.append({"device": 0, "address": s.address, "total_size": s.size, "stream": 0,
-                             "segment_type": "large", "is_expandable": False, "blocks": blocks})
+                             "segment_type": "large", "is_expandable": expandable, "blocks": blocks})
         return {"segments": segments, "device_traces": [list(self.traces)]}
 
 
