@@ -30,11 +30,18 @@ def load(name):
         return json.load(f)
 
 
+# The browser is not under test: it runs without what conftest puts into this process's
+# environment for the programs that are (a sanitizer runtime in LD_PRELOAD, the fake CUDA).
+BROWSER_ENV = {k: v for k, v in os.environ.items()
+               if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") and not k.endswith("SAN_OPTIONS")}
+
+
 def browser(*args, profile):
     return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
                            "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--hide-scrollbars",
-                           "--window-size=1400,2400"] + list(args), capture_output=True, text=True, timeout=120)
+                           "--window-size=1400,2400"] + list(args), capture_output=True, text=True, timeout=120,
+                          env=BROWSER_ENV)
 
 
 def body_data(dom):
