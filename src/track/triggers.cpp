@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <string>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace oomscope::track {
@@ -103,23 +104,54 @@ bool startAgent()
     return ok;
 }
 
-// Async-signal-safe: only write, poll, read, sigaction and raise.
+// The thread whose signal's report the agent is writing; 0 when none. A second fatal signal
+// meanwhile (the same one sent twice: a launcher that signals the process group and forwards
+// the signal as well, as `torchrun --no-python oomscope run …` does) is handled on another
+// thread, where SIGTERM is not blocked: it waits for that report instead of ending the process
+// in the middle of it.
+std::atomic<long> g_reportingThread{0};
+
+// Asks the agent for the report of sig and waits for it, at most the configured time.
+void reportAndWait(int sig)
+{
+    const unsigned char byte = static_cast<unsigned char>(sig);
+    if (write(g_requestPipe[1], &byte, 1) != 1)
+        return;
+    pollfd pfd{g_donePipe[0], POLLIN, 0};
+    const int timeout = int(Config::get().signalTimeoutMs);
+    int rc;
+    do {
+        rc = poll(&pfd, 1, timeout);
+    } while (rc < 0 && errno == EINTR);
+    unsigned char done;
+    if (rc > 0)
+        (void)!read(g_donePipe[0], &done, 1);
+}
+
+void waitForOtherReport(long self)
+{
+    const uint32_t timeoutMs = Config::get().signalTimeoutMs;
+    for (uint32_t waited = 0; waited < timeoutMs; waited += 5) {
+        const long reporting = g_reportingThread.load(std::memory_order_acquire);
+        if (reporting == 0 || reporting == self)
+            return;  // done, or this very thread is the one waiting for it (a nested signal)
+        poll(nullptr, 0, 5);
+    }
+}
+
+// Async-signal-safe: only write, poll, read, syscall, sigaction and raise.
 void onSignal(int sig, siginfo_t* info, void* context)
 {
     const int savedErrno = errno;
-    if (sig > 0 && sig < kMaxSignal && !g_reported[sig].exchange(true) && g_agentRunning.load(std::memory_order_acquire) &&
-        processActive()) {
-        const unsigned char byte = static_cast<unsigned char>(sig);
-        if (write(g_requestPipe[1], &byte, 1) == 1) {
-            pollfd pfd{g_donePipe[0], POLLIN, 0};
-            const int timeout = int(Config::get().signalTimeoutMs);
-            int rc;
-            do {
-                rc = poll(&pfd, 1, timeout);
-            } while (rc < 0 && errno == EINTR);
-            unsigned char done;
-            if (rc > 0)
-                (void)!read(g_donePipe[0], &done, 1);
+    if (sig > 0 && sig < kMaxSignal && g_agentRunning.load(std::memory_order_acquire) && processActive()) {
+        const long self = syscall(SYS_gettid);
+        long idle = 0;
+        if (g_reportingThread.compare_exchange_strong(idle, self, std::memory_order_acq_rel)) {
+            if (!g_reported[sig].exchange(true))
+                reportAndWait(sig);
+            g_reportingThread.store(0, std::memory_order_release);
+        } else {
+            waitForOtherReport(self);
         }
     }
     const struct sigaction& previous = g_previous[sig];

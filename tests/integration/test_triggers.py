@@ -47,6 +47,24 @@ def test_sigterm_writes_a_report_then_terminates(build, tmp_path):
     t.check_alloc_modes_live(rep)
 
 
+def test_a_second_sigterm_waits_for_the_report_of_the_first(build, tmp_path):
+    # A launcher that signals the process group and forwards the signal too (torchrun
+    # --no-python oomscope run …) sends two: the second, handled on another thread while the
+    # first one's report is written, must not end the process before the report is there.
+    for attempt in range(5):
+        out = tmp_path / str(attempt)
+        out.mkdir()
+        proc = start(build, ["wait-threads"], out)
+        t.wait_for_line(proc, "ready")
+        os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert proc.returncode == -signal.SIGTERM
+        reports = t.reports_in(str(out))
+        assert list(reports) == ["signal"], (attempt, reports, os.listdir(out))
+        t.check_alloc_modes_live(t.load(reports["signal"][0]))
+
+
 def test_abort_writes_a_report_then_dies_of_sigabrt(build, tmp_path):
     run = build.preloaded([build.program("alloc_modes"), "abort"], str(tmp_path), OOMSCOPE_QUIET="1")
     assert run.returncode == -signal.SIGABRT, (run.returncode, run.stderr)  # as without us

@@ -2,6 +2,8 @@
 // its first argument:
 //   exit     returns from main (exit report)
 //   wait     prints "ready" and waits for a signal (SIGTERM/SIGINT report)
+//   wait-threads  the same with three more threads waiting too (a process-directed signal may
+//            be handled on any of them)
 //   handler  installs its own SIGINT handler before any CUDA call, prints "ready", waits; the
 //            handler prints "handled" and the program exits 0
 //   dump     calls oomscope_dump("checkpoint") through dlsym and prints the path
@@ -23,6 +25,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -75,6 +78,16 @@ int main(int argc, char** argv)
     allocate_managed(2 << 20);
     std::printf("allocated\n");
 
+    if (std::strcmp(mode, "wait-threads") == 0) {
+        for (int i = 0; i < 3; ++i)
+            std::thread([] {
+                for (;;)
+                    pause();
+            }).detach();
+        std::printf("ready\n");
+        for (;;)
+            pause();
+    }
     if (std::strcmp(mode, "wait") == 0 || std::strcmp(mode, "handler") == 0) {
         std::printf("ready\n");
         while (!g_handled)
