@@ -87,16 +87,20 @@ std::vector<report::Device> DriverDeviceProbe::probeDevices()
             d.runtimeVersion = runtime;
 
         size_t freeBytes = 0, totalBytes = 0;
+        unsigned flags = 0;
+        int active = 0;
+        const bool stateKnown = primaryState && primaryState(dev, &flags, &active) == CUDA_SUCCESS;
+        if (dev == currentDevice || (stateKnown && active))
+            d.context = true;
+        else if (stateKnown)
+            d.context = false;
         if (dev == currentDevice && memGetInfo) {
             if (memGetInfo(&freeBytes, &totalBytes) == CUDA_SUCCESS)
                 d.freeBytes = freeBytes;
-        } else if (primaryState && primaryRetain && primaryRelease && ctxPush && ctxPop && memGetInfo) {
-            unsigned flags = 0;
-            int active = 0;
+        } else if (primaryRetain && primaryRelease && ctxPush && ctxPop && memGetInfo) {
             CUcontext ctx = nullptr;
             // Only an active primary context: retaining an inactive one would create it.
-            if (primaryState(dev, &flags, &active) == CUDA_SUCCESS && active &&
-                primaryRetain(&ctx, dev) == CUDA_SUCCESS) {
+            if (stateKnown && active && primaryRetain(&ctx, dev) == CUDA_SUCCESS) {
                 if (ctxPush(ctx) == CUDA_SUCCESS) {
                     if (memGetInfo(&freeBytes, &totalBytes) == CUDA_SUCCESS)
                         d.freeBytes = freeBytes;

@@ -270,6 +270,16 @@ void readProcess(const flight::Header& h, TrackImage* image)
     p.startUnixNs = h.startUnixNs;
     for (const char* arg = h.cmdline; *arg && arg < h.cmdline + sizeof(h.cmdline); arg += std::strlen(arg) + 1)
         p.cmdline.emplace_back(arg);
+    std::optional<int64_t>* job[flight::kJobCount] = {&p.rank, &p.localRank, &p.worldSize, &p.localWorldSize,
+                                                      &p.groupRank};
+    for (unsigned i = 0; i < flight::kJobCount; ++i) {
+        if (h.jobFields & (1ull << i))
+            *job[i] = h.jobValues[i];
+    }
+    if (h.runId[0])
+        p.runId = std::string(h.runId, strnlen(h.runId, sizeof(h.runId)));
+    if (h.slurmJobId[0])
+        p.slurmJobId = std::string(h.slurmJobId, strnlen(h.slurmJobId, sizeof(h.slurmJobId)));
     image->timeNs = image->events.empty() ? h.startNs : image->events.back().timeNs;
     image->options["ring_events"] = std::to_string(h.ringCapacity);
     image->distinctStacks = image->stacks.size();

@@ -31,6 +31,7 @@ namespace oomscope::report::fields {
 inline constexpr int kFirst = 0;   // the first v1 fixtures
 inline constexpr int kRound1 = 1;  // pools, step sites and samples, allocator counters, CUPTI coverage
 inline constexpr int kRound2 = 2;  // the timeline's handle column, a stack's source
+inline constexpr int kRound3 = 3;  // a process's job identity, a device's context
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -109,6 +110,10 @@ OOMSCOPE_DESCRIBE(Process)
     v("rank", x.rank, kFirst);
     v("local_rank", x.localRank, kFirst);
     v("world_size", x.worldSize, kFirst);
+    v("local_world_size", AbsentWhenEmpty{x.localWorldSize}, kRound3);
+    v("group_rank", AbsentWhenEmpty{x.groupRank}, kRound3);
+    v("run_id", AbsentWhenEmpty{x.runId}, kRound3);
+    v("slurm_job_id", AbsentWhenEmpty{x.slurmJobId}, kRound3);
 }
 
 OOMSCOPE_DESCRIBE(Device)
@@ -120,6 +125,7 @@ OOMSCOPE_DESCRIBE(Device)
     v("free_bytes", x.freeBytes, kFirst);
     v("driver_version", x.driverVersion, kFirst);
     v("runtime_version", x.runtimeVersion, kFirst);
+    v("context", AbsentWhenEmpty{x.context}, kRound3);
 }
 
 OOMSCOPE_DESCRIBE(MemoryRow)

@@ -51,6 +51,11 @@ struct Process {
     std::optional<int64_t> rank;
     std::optional<int64_t> localRank;
     std::optional<int64_t> worldSize;
+    // The job around the process, from the launcher's environment (schema revision 3).
+    std::optional<int64_t> localWorldSize;  // LOCAL_WORLD_SIZE (torchrun), SLURM_NTASKS_PER_NODE
+    std::optional<int64_t> groupRank;       // GROUP_RANK (torchrun's node rank), SLURM_NODEID
+    std::optional<std::string> runId;       // TORCHELASTIC_RUN_ID
+    std::optional<std::string> slurmJobId;  // SLURM_JOB_ID
 
     bool operator==(const Process&) const = default;
 };
@@ -63,6 +68,9 @@ struct Device {
     std::optional<uint64_t> freeBytes;  // at the trigger; null where the driver could not say
     std::optional<int64_t> driverVersion;
     std::optional<int64_t> runtimeVersion;
+    // Whether the process had a context on the device at the trigger (its current one, or an
+    // active primary context); null where the driver could not say (schema revision 3).
+    std::optional<bool> context;
 
     bool operator==(const Device&) const = default;
 };

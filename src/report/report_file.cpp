@@ -145,7 +145,9 @@ std::string reportStem(const Report& report)
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
             c = '_';
     }
-    return "oomscope-" + host + "-" + std::to_string(report.process.pid) + "-" + enumName(report.trigger.kind);
+    // The rank first where there is one, so that a job's reports sort by rank.
+    const std::string rank = report.process.rank ? "r" + std::to_string(*report.process.rank) + "-" : "";
+    return "oomscope-" + host + "-" + rank + std::to_string(report.process.pid) + "-" + enumName(report.trigger.kind);
 }
 
 } // namespace oomscope::report

@@ -65,7 +65,14 @@ struct Header {
     uint64_t vmmCapacity;
     uint64_t vmmFull;      // physical allocations the region could not hold
     uint64_t countersOffset;  // kCounterSlots int64 peaks: slot 0 other devices, slot d+1 device d
+    // The job around the process (report::Process's rank fields). Added inside version 2: the
+    // header's tail is zero in older files, so a clear bit reads as "unset" there too.
+    uint64_t jobFields;  // bit i: jobValues[i] holds a value (kJobRank …)
+    int64_t jobValues[5];
+    char runId[64];       // TORCHELASTIC_RUN_ID, NUL-terminated, cut at the size
+    char slurmJobId[32];  // SLURM_JOB_ID
 };
+enum JobField : unsigned { kJobRank = 0, kJobLocalRank, kJobWorldSize, kJobLocalWorldSize, kJobGroupRank, kJobCount };
 static_assert(sizeof(Header) <= kHeaderBytes);
 static_assert(offsetof(Header, vmmOffset) == 3792, "tests/fuzz/make_flight_seeds.py writes the header by offsets");
 

@@ -87,6 +87,16 @@ void writeHeader(flight::Header* h, const Layout& l, size_t ringCapacity, const 
     h->vmmOffset = l.vmmOffset;
     h->vmmCapacity = kVmmEntries;
     h->countersOffset = l.countersOffset;
+    const std::optional<int64_t>* job[flight::kJobCount] = {&process.rank, &process.localRank, &process.worldSize,
+                                                           &process.localWorldSize, &process.groupRank};
+    for (unsigned i = 0; i < flight::kJobCount; ++i) {
+        if (*job[i]) {
+            h->jobFields |= 1ull << i;
+            h->jobValues[i] = **job[i];
+        }
+    }
+    copyText(h->runId, sizeof(h->runId), process.runId.value_or(""));
+    copyText(h->slurmJobId, sizeof(h->slurmJobId), process.slurmJobId.value_or(""));
     copyText(h->hostname, sizeof(h->hostname), process.hostname);
     copyText(h->cwd, sizeof(h->cwd), process.cwd);
     size_t at = 0;

@@ -29,6 +29,16 @@ std::optional<int64_t> envInt(std::initializer_list<const char*> names)
     return std::nullopt;
 }
 
+std::optional<std::string> envString(std::initializer_list<const char*> names)
+{
+    for (const char* name : names) {
+        const char* v = std::getenv(name);
+        if (v && *v)
+            return std::string(v);
+    }
+    return std::nullopt;
+}
+
 uint64_t clockNs(clockid_t clock)
 {
     timespec ts{};
@@ -102,6 +112,10 @@ report::Process currentProcess()
     p.rank = envInt({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"});
     p.localRank = envInt({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"});
     p.worldSize = envInt({"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
+    p.localWorldSize = envInt({"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE"});
+    p.groupRank = envInt({"GROUP_RANK", "SLURM_NODEID"});
+    p.runId = envString({"TORCHELASTIC_RUN_ID"});
+    p.slurmJobId = envString({"SLURM_JOB_ID"});
     return p;
 }
 

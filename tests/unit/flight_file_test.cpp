@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <tuple>
@@ -169,4 +170,49 @@ TEST_CASE("a file of another version, or not a flight file at all, is refused wi
     CHECK(error.find("cannot open") == 0);
     CHECK_FALSE(interpret::readFlightFile("/proc/self/status", &image, &error));
     CHECK(error.find('\n') == std::string::npos);
+}
+
+TEST_CASE("the flight file keeps the job around the process, and its absence", "[flight]")
+{
+    const char* names[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
+                           "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE",
+                           "SLURM_NODEID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
+                           "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE"};
+    for (const char* name : names)
+        unsetenv(name);
+    SECTION("a torchrun rank")
+    {
+        setenv("RANK", "5", 1);
+        setenv("LOCAL_RANK", "1", 1);
+        setenv("WORLD_SIZE", "8", 1);
+        setenv("LOCAL_WORLD_SIZE", "4", 1);
+        setenv("GROUP_RANK", "1", 1);
+        setenv("TORCHELASTIC_RUN_ID", "run-42", 1);
+        const std::string path = tempPath("job");
+        FlightFile* flight = FlightFile::createAt(path, 64);
+        REQUIRE(flight);
+        const report::Process p = readBack(path).process;
+        flight->remove();
+        CHECK(p.rank == 5);
+        CHECK(p.localRank == 1);
+        CHECK(p.worldSize == 8);
+        CHECK(p.localWorldSize == 4);
+        CHECK(p.groupRank == 1);
+        CHECK(p.runId == "run-42");
+        CHECK_FALSE(p.slurmJobId);
+    }
+    SECTION("no launcher")
+    {
+        const std::string path = tempPath("nojob");
+        FlightFile* flight = FlightFile::createAt(path, 64);
+        REQUIRE(flight);
+        const report::Process p = readBack(path).process;
+        flight->remove();
+        CHECK_FALSE(p.rank);
+        CHECK_FALSE(p.localRank);
+        CHECK_FALSE(p.worldSize);
+        CHECK_FALSE(p.runId);
+    }
+    for (const char* name : names)
+        unsetenv(name);
 }

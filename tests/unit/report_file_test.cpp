@@ -64,6 +64,17 @@ TEST_CASE("report files are written whole, under the next free name", "[file]")
     CHECK(read == report);
 }
 
+TEST_CASE("a report's file name carries its host, its rank when it has one, pid and trigger", "[file]")
+{
+    Report report = oomscope::test::sampleReport();
+    report.process.hostname = "node 7/a";
+    report.process.pid = 4242;
+    report.process.rank.reset();
+    CHECK(reportStem(report) == "oomscope-node_7_a-4242-" + std::string(enumName(report.trigger.kind)));
+    report.process.rank = 12;
+    CHECK(reportStem(report) == "oomscope-node_7_a-r12-4242-" + std::string(enumName(report.trigger.kind)));
+}
+
 TEST_CASE("a symlink at the target name is never followed nor replaced", "[file]")
 {
     TempDir dir;

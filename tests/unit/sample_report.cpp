@@ -28,6 +28,10 @@ report::Report sampleReport()
     r.process.rank = 3;
     r.process.localRank = 1;
     r.process.worldSize = 8;
+    r.process.localWorldSize = 4;
+    r.process.groupRank = 0;
+    r.process.runId = "job-1";
+    r.process.slurmJobId = "31337";
     Device d;
     d.index = 0;
     d.name = "Simulated GPU";
@@ -36,10 +40,12 @@ report::Report sampleReport()
     d.freeBytes = 2ull << 30;
     d.driverVersion = 13000;
     d.runtimeVersion = 13000;
+    d.context = true;
     r.devices.push_back(d);
     Device idle = d;
     idle.index = 1;
     idle.freeBytes.reset();
+    idle.context = false;
     r.devices.push_back(idle);
     MemoryRow m;
     m.device = 0;
