@@ -124,3 +124,15 @@ def check_alloc_modes_live(rep):
     top = rep["sites"][0]
     assert top["count"] == 4 and top["bytes"] == 64 * MiB
     assert "allocate_model" in frame_names(rep, top["stack"])[0]
+
+
+def format_bytes(n):
+    """Bytes as oomscope's tables write them ("512 B", "1.50 KiB", "2.00 GiB")."""
+    if n < 1024:
+        return f"{n} B"
+    value, units = n / 1024.0, ["KiB", "MiB", "GiB", "TiB", "PiB"]
+    unit = 0
+    while value >= 1024.0 and unit + 1 < len(units):
+        value /= 1024.0
+        unit += 1
+    return f"{value:.2f} {units[unit]}"

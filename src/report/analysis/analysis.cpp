@@ -178,4 +178,21 @@ std::string describeFrame(const Report& r, const Frame& f)
     return truncateMiddle(f.symbol, 110) + "  (" + where + ")";
 }
 
+std::string stackLabel(const Report& r, const Stack* stack)
+{
+    if (!stack || stack->frames.empty())
+        return "(no stack)";
+    bool borrowed = false;
+    if (const Frame* f = programFrame(*stack, &borrowed))
+        return f->file + ":" + std::to_string(f->line) + " " + f->function + (borrowed ? " (main thread)" : "");
+    for (const Frame& f : stack->frames) {
+        const Module* m = f.module ? r.findModule(*f.module) : nullptr;
+        const std::string name = m ? baseName(m->path) : "";
+        if (name.rfind("libcuda", 0) == 0 || name.rfind("liboomscope", 0) == 0)
+            continue;
+        return describeFrame(r, f);
+    }
+    return describeFrame(r, stack->frames.front());
+}
+
 } // namespace oomscope::report

@@ -33,6 +33,10 @@ const Frame* programFrame(const Stack& stack, bool* borrowed = nullptr);
 // One frame as text: "file.py:12  forward" or "symbol  (module+0x1a2b)".
 std::string describeFrame(const Report& report, const Frame& frame);
 
+// A stack in one line, as a site is named: its program frame (file:line function), else its
+// first frame outside the CUDA libraries and oomscope; "(no stack)" for none.
+std::string stackLabel(const Report& report, const Stack* stack);
+
 // True when the report carries block stacks at all (PyTorch's history was on).
 bool hasBlockStacks(const Report& report);
 

@@ -182,31 +182,15 @@ std::string siteKey(const Report& r, const Stack& stack)
     return key;
 }
 
-std::string siteLabel(const Report& r, const Stack* stack)
-{
-    if (!stack || stack->frames.empty())
-        return "(no stack)";
-    bool borrowed = false;
-    if (const Frame* f = programFrame(*stack, &borrowed))
-        return f->file + ":" + std::to_string(f->line) + " " + f->function + (borrowed ? " (main thread)" : "");
-    for (const Frame& f : stack->frames) {
-        const Module* m = f.module ? r.findModule(*f.module) : nullptr;
-        const std::string name = m ? baseName(m->path) : "";
-        if (name.rfind("libcuda", 0) == 0 || name.rfind("liboomscope", 0) == 0)
-            continue;
-        return describeFrame(r, f);
-    }
-    return describeFrame(r, stack->frames.front());
-}
 
-std::map<std::pair<std::string, int64_t>, std::pair<std::string, uint64_t>> sitesByKey(const Report& r)
+std::map<std::pair<std::string, int64_t>, std::pair<std::string, uint64_t>> sitesByKey(const Report& r, bool byDevice)
 {
     std::map<std::pair<std::string, int64_t>, std::pair<std::string, uint64_t>> out;
     for (const Site& s : r.sites) {
         const Stack* stack = r.findStack(s.stack);
-        auto& entry = out[{stack ? siteKey(r, *stack) : std::string(), s.device}];
+        auto& entry = out[{stack ? siteKey(r, *stack) : std::string(), byDevice ? s.device : -1}];
         if (entry.first.empty())
-            entry.first = siteLabel(r, stack);
+            entry.first = stackLabel(r, stack);
         entry.second += s.bytes;
     }
     return out;
@@ -214,7 +198,7 @@ std::map<std::pair<std::string, int64_t>, std::pair<std::string, uint64_t>> site
 
 } // namespace
 
-ReportDiff diffReports(const Report& a, const Report& b)
+ReportDiff diffReports(const Report& a, const Report& b, bool byDevice)
 {
     ReportDiff d;
     std::map<int64_t, DeviceDelta> devices;
@@ -230,8 +214,8 @@ ReportDiff diffReports(const Report& a, const Report& b)
     }
     for (auto& [device, dd] : devices)
         d.devices.push_back(dd);
-    const auto sitesA = sitesByKey(a);
-    const auto sitesB = sitesByKey(b);
+    const auto sitesA = sitesByKey(a, byDevice);
+    const auto sitesB = sitesByKey(b, byDevice);
     std::map<std::pair<std::string, int64_t>, SiteDelta> merged;
     for (const auto& [key, v] : sitesA) {
         SiteDelta& s = merged[key];
@@ -333,6 +317,7 @@ bool parseCheckArguments(const CheckArguments& a, CheckOptions* out, std::string
     options.failOn.clear();
     if (a.failOn.empty()) {
         options.failOn.insert("leak");
+        options.failOn.insert("job");
         if (options.maxPeak)
             options.failOn.insert("peak");
         if (options.maxFragmentationPercent)
@@ -349,8 +334,8 @@ bool parseCheckArguments(const CheckArguments& a, CheckOptions* out, std::string
             start = comma + 1;
             if (rule.empty())
                 continue;
-            if (rule != "leak" && rule != "peak" && rule != "fragmentation" && rule != "growth") {
-                *error = "unknown rule \"" + rule + "\" in --fail-on (leak, peak, fragmentation, growth)";
+            if (rule != "leak" && rule != "peak" && rule != "fragmentation" && rule != "growth" && rule != "job") {
+                *error = "unknown rule \"" + rule + "\" in --fail-on (leak, peak, fragmentation, growth, job)";
                 return false;
             }
             options.failOn.insert(rule);

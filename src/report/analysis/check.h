@@ -14,7 +14,8 @@
 namespace oomscope::report {
 
 struct CheckOptions {
-    std::set<std::string> failOn = {"leak"};  // leak, peak, fragmentation, growth
+    // leak, peak, fragmentation, growth; job: the rules of a job's set of reports (checkJob)
+    std::set<std::string> failOn = {"leak", "job"};
     std::optional<uint64_t> maxPeak;
     std::optional<double> maxFragmentationPercent;
     const Report* baseline = nullptr;
@@ -81,7 +82,9 @@ struct ReportDiff {
 };
 
 // Sites are matched by their frames as text (Python file:line function, native symbol and
-// library), so that two runs of one program line up although their stack ids differ.
-ReportDiff diffReports(const Report& a, const Report& b);
+// library), so that two runs of one program line up although their stack ids differ; and by
+// device, unless byDevice is false (two ranks of a job, each on its own device: a site's
+// device is then -1).
+ReportDiff diffReports(const Report& a, const Report& b, bool byDevice = true);
 
 } // namespace oomscope::report

@@ -298,9 +298,48 @@ int severityRank(Severity s)
 
 } // namespace
 
+std::optional<Diagnosis> wrongDevice(const Report& r)
+{
+    const std::optional<int64_t> own = r.process.localRank;
+    const size_t visible = r.devices.size();
+    // Each rank sees only its own GPU (CUDA_VISIBLE_DEVICES per rank), or ranks share GPUs by
+    // design: the local rank names no device.
+    if (!own || *own < 0 || size_t(*own) >= visible || r.process.localWorldSize.value_or(0) > int64_t(visible))
+        return std::nullopt;
+    std::vector<std::string> contexts, allocations;
+    for (const Device& d : r.devices) {
+        if (d.index != *own && d.context.value_or(false))
+            contexts.push_back(dev(d.index));
+    }
+    for (const MemoryRow& m : r.memory) {
+        const uint64_t bytes = std::max(m.trackedBytes, m.peakTrackedBytes);
+        if (m.device != *own && bytes > 0)
+            allocations.push_back(formatBytes(bytes) + " on " + dev(m.device) +
+                                  (m.trackedBytes == bytes ? "" : " (at its peak)"));
+    }
+    if (contexts.empty() && allocations.empty())
+        return std::nullopt;
+    auto join = [](const std::vector<std::string>& items) {
+        std::string out;
+        for (size_t i = 0; i < items.size(); ++i)
+            out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+        return out;
+    };
+    std::string message = "local rank " + std::to_string(*own) + " should use " + dev(*own) + ", but it ";
+    if (!contexts.empty())
+        message += "has a context on " + join(contexts) + (allocations.empty() ? "" : " and ");
+    if (!allocations.empty())
+        message += "allocated " + join(allocations);
+    return Diagnosis{"wrong_device", Severity::Error, message,
+                     "call torch.cuda.set_device(local_rank) (or allocate on f\"cuda:{local_rank}\") before any CUDA "
+                     "work: a context on another rank's GPU takes about 0.5 GiB there, on top of what it allocates"};
+}
+
 std::vector<Diagnosis> diagnose(const Report& r, const std::vector<LeakFinding>& leaks, const SourceLine& source)
 {
     std::vector<Diagnosis> out;
+    if (std::optional<Diagnosis> d = wrongDevice(r))
+        out.push_back(std::move(*d));
     fragmentationRules(r, out);
     requestRule(r, out);
     compositionRules(r, out);

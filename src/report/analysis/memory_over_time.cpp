@@ -224,6 +224,26 @@ std::vector<DeviceOverTime> memoryOverTime(const Report& report, const OverTimeO
     return Replay(report, o).run();
 }
 
+std::optional<uint64_t> trackedAt(const Report& report, uint64_t monoNs)
+{
+    const Timeline& tl = report.timeline;
+    if (monoNs > report.trigger.timeNs)
+        return std::nullopt;
+    const bool whole = report.capture.eventsPushed <= tl.rows.size();
+    if (!whole && (tl.rows.empty() || tl.rows.front().timeNs > monoNs))
+        return std::nullopt;
+    int64_t held = 0;
+    for (const MemoryRow& row : report.memory)
+        held += int64_t(row.trackedBytes);
+    for (auto it = tl.rows.rbegin(); it != tl.rows.rend() && it->timeNs > monoNs; ++it) {
+        const std::string& kind = tl.name(it->kind);
+        const int sign = kind == "alloc" ? 1 : kind == "free" ? -1 : 0;
+        if (sign != 0 && it->device >= 0 && deviceMemoryApi(tl.name(it->api)))
+            held -= sign * int64_t(it->size);
+    }
+    return uint64_t(std::max<int64_t>(0, held));
+}
+
 bool deviceMemoryApi(const std::string& api)
 {
     static const char* const kOther[] = {"cudaHostAlloc",   "cudaMallocHost",    "cudaFreeHost",     "cuMemHostAlloc",

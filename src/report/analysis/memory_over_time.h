@@ -10,6 +10,7 @@
 #include "report/model.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ struct OverTimeOptions {
 };
 
 std::vector<DeviceOverTime> memoryOverTime(const Report& report, const OverTimeOptions& options = {});
+
+// The device memory (all devices together) the report's process held at monoNs, a time of its
+// own CLOCK_MONOTONIC before the trigger: the live bytes at the trigger with the timeline's later
+// allocations taken off and its later frees put back. nullopt when the timeline does not reach
+// back that far (the ring lost events after it) or the time is after the trigger.
+std::optional<uint64_t> trackedAt(const Report& report, uint64_t monoNs);
 
 // Whether a timeline event's call makes device memory: host-pinned and managed memory are told
 // apart by the call that made them (the timeline carries no memory kind).

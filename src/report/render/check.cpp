@@ -56,7 +56,7 @@ void renderCheck(const std::vector<CheckedReport>& reports, std::ostream& out)
             ++rules;
             failedRules += c.passed ? 0 : 1;
             std::string rule = c.rule;
-            rule.resize(std::max<size_t>(rule.size(), 14), ' ');
+            rule.resize(std::max<size_t>(rule.size() + 1, 14), ' ');
             out << "  " << (c.passed ? "PASS" : "FAIL") << "  " << rule << c.summary << "\n";
             for (const std::string& d : c.details)
                 out << "        " << d << "\n";

@@ -6,6 +6,7 @@
 #include "report/analysis/check.h"
 #include "report/json_reader.h"
 #include "report/render/check.h"
+#include "report_set.h"
 
 #include <CLI/CLI.hpp>
 
@@ -50,13 +51,27 @@ int checkReports(const CheckOptions& o)
     }
     const report::SourceLine source = sourceReader();
     std::vector<report::CheckedReport> checked;
-    for (const std::string& path : o.reports) {
-        report::Report r;
-        if (!report::readReportFile(path, &r, &error)) {
-            logError("check: " + error);
-            return kExitUsage;
+    ReportSet set;
+    if (!loadReportSet(o.reports, &set, &error)) {
+        logError("check: " + error);
+        return kExitUsage;
+    }
+    if (!set.problems.empty()) {
+        // A gate does not pass over what it could not read.
+        logError("check: " + set.problems.front().path + ": " + set.problems.front().error);
+        return kExitUsage;
+    }
+    for (const report::JobMember& m : set.members)
+        checked.push_back(report::CheckedReport{m.path, report::checkReport(*m.report, options, source)});
+    // A set of several processes (a directory, or the reports of a job's ranks): the job's rules.
+    if (options.failOn.count("job")) {
+        for (const report::JobView& job : report::jobViews(set.members)) {
+            if (job.ranks.size() < 2)
+                continue;
+            checked.push_back(report::CheckedReport{"job " + (job.jobId.empty() ? std::string("(no job id)") : job.jobId) +
+                                                        " (" + std::to_string(job.ranks.size()) + " processes)",
+                                                    report::checkJob(job)});
         }
-        checked.push_back(report::CheckedReport{path, report::checkReport(r, options, source)});
     }
     report::renderCheck(checked, std::cout);
     std::cout.flush();
@@ -80,10 +95,11 @@ public:
     {
         CLI::App* c =
             app.add_subcommand(name(), "Fail (exit 1) on leak patterns, peaks or fragmentation in reports: the CI gate");
-        c->add_option("reports", m_options.reports, "Reports to check")->required();
+        c->add_option("reports", m_options.reports, "Reports to check, or directories of them (a job's ranks)")->required();
         c->add_option("--fail-on", m_options.failOn,
-                      "Rules, comma-separated: leak, peak, fragmentation, growth (default: leak, and each rule "
-                      "whose limit is given)");
+                      "Rules, comma-separated: leak, peak, fragmentation, growth, job (default: leak, job, and "
+                      "each rule whose limit is given; job: over the reports of several processes, a rank that ran "
+                      "out of memory, wrong_device, rank_imbalance)");
         addCheckLimits(*c, m_options);
         c->add_option("--baseline", m_options.baseline, "A report to compare the peak with (with --max-growth)");
         c->add_option("--max-growth", m_options.maxGrowth, "Allowed peak growth over the baseline (e.g. 1GiB)");

@@ -1,13 +1,17 @@
-// oomscope report FILE: the report as tables on stdout.
+// oomscope report FILE: the report as tables on stdout. oomscope report DIR, or several FILEs:
+// the job view (every rank side by side, the first failure, the ranks that stand out).
 #include "command.h"
+#include "report_set.h"
 
 #include "report/json_reader.h"
+#include "report/render/job_table.h"
 #include "report/render/table.h"
 
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
 #include <iostream>
+#include <vector>
 #include <unistd.h>
 
 namespace oomscope::cli {
@@ -18,8 +22,11 @@ public:
     const char* name() const override { return "report"; }
     CLI::App* setup(CLI::App& app) override
     {
-        CLI::App* c = app.add_subcommand(name(), "Render a report as tables");
-        c->add_option("file", m_file, "A report written by oomscope (oomscope-*.json)")->required();
+        CLI::App* c = app.add_subcommand(name(), "Render a report as tables; a directory or several reports as the "
+                                                 "job view (every rank of a torchrun/Slurm job side by side)");
+        c->add_option("files", m_files,
+                      "A report written by oomscope (oomscope-*.json); or a directory of them, or several: the job view")
+            ->required();
         c->add_option("--top", m_render.topSites, "Allocation sites to show")->check(CLI::Range(0, 1000000));
         c->add_option("--events", m_render.events, "Last events to show")->check(CLI::Range(0, 100000000));
         c->add_option("--frames", m_render.stackFrames, "Frames to show per stack")->check(CLI::Range(1, 10000));
@@ -30,21 +37,32 @@ public:
     }
     int run() override
     {
-        report::Report r;
-        std::string error;
-        if (!report::readReportFile(m_file, &r, &error)) {
-            logError(error);
-            return kExitUsage;
-        }
         m_render.source = sourceReader();
         m_render.color = m_color == "always" || (m_color == "auto" && isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
-        report::renderReport(r, m_render, std::cout);
+        std::string error;
+        if (isSingleReport(m_files)) {
+            report::Report r;
+            if (!report::readReportFile(m_files.front(), &r, &error)) {
+                logError(error);
+                return kExitUsage;
+            }
+            report::renderReport(r, m_render, std::cout);
+        } else {
+            ReportSet set;
+            if (!loadReportSet(m_files, &set, &error)) {
+                logError("report: " + error);
+                return kExitUsage;
+            }
+            for (const report::SetProblem& p : set.problems)
+                logError("report: " + p.path + ": " + p.error + " (left out of the job view)");
+            report::renderJobs(report::jobViews(set.members), set.problems, m_render, std::cout);
+        }
         std::cout.flush();
         return std::cout ? kExitOk : kExitUsage;
     }
 
 private:
-    std::string m_file;
+    std::vector<std::string> m_files;
     std::string m_color = "auto";
     report::RenderOptions m_render;
 };
