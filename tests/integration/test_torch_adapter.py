@@ -63,6 +63,18 @@ def test_one_report_per_oom_with_the_allocators_view(build, tmp_path, conf, kind
     assert {(s["segment_type"], s["is_expandable"]) for s in segments} == {("large", kind == "expandable")}
 
 
+def test_the_out_of_memory_error_names_its_report(build, tmp_path):
+    # A note under the exception's message (its message unchanged): tracebacks, torchrun's
+    # error file and failure summary show where the report is.
+    r, facts = run(build, tmp_path, "oom")
+    assert facts["notes"] == [f"oomscope report: {r.reports['oom'][0]}"], facts
+    assert "oomscope" not in facts["message"]
+    # Each OOM its own report, each exception its own note.
+    r, facts = run(build, tmp_path / "twice", "twice")
+    assert sorted(n[0] for n in facts["notes"]) == sorted(f"oomscope report: {p}" for p in r.reports["oom"]), facts
+    assert len(r.reports["oom"]) == 2
+
+
 def test_the_oom_stack_ends_in_the_programs_line(build, tmp_path):
     # The observer runs with the GIL held: the trigger's stack has the line that asked.
     r, _ = run(build, tmp_path, "oom")

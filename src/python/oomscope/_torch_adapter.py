@@ -16,6 +16,7 @@ Every callback swallows its own errors: a failure here never reaches the program
 import importlib.abc
 import os
 import sys
+import threading
 
 _torch = None
 _history = False  # PyTorch records a Python stack per block (OOMSCOPE_TORCH_HISTORY)
@@ -173,9 +174,42 @@ def _on_oom(device, alloc, device_allocated, device_free):
     try:
         lib = _lib()
         if lib is not None:
-            lib.oomscope_framework_oom(b"torch", int(device), int(alloc), allocator_state(int(device)).encode())
+            path = lib.oomscope_framework_oom(b"torch", int(device), int(alloc), allocator_state(int(device)).encode())
+            if path:
+                _name_report_in_the_exception(os.fsdecode(path))
     except Exception as e:
         _notice("oom", f"could not hand PyTorch's state to the report ({type(e).__name__}: {e})")
+
+
+_pending = threading.local()  # the report of the OutOfMemoryError this thread is about to raise
+_base_init = None
+
+
+def _name_report_in_the_exception(path):
+    """PyTorch raises OutOfMemoryError right after its observers ran, on the same thread: the
+    exception gets a note "oomscope report: PATH", shown under its message wherever the
+    traceback is printed (the program's stderr, torchrun's error file and failure summary),
+    its message itself unchanged. Without notes (Python < 3.11) the line goes to stderr now."""
+    global _base_init
+    oom = getattr(_torch, "OutOfMemoryError", None)
+    if oom is None or not hasattr(BaseException, "add_note"):
+        sys.stderr.write(f"oomscope report: {path}\n")
+        return
+    if _base_init is None:
+        _base_init = oom.__init__
+
+        def __init__(self, *args, **kwargs):
+            _base_init(self, *args, **kwargs)
+            try:
+                pending = getattr(_pending, "path", None)
+                if pending:
+                    _pending.path = None
+                    self.add_note(f"oomscope report: {pending}")
+            except Exception:
+                pass
+
+        oom.__init__ = __init__
+    _pending.path = path
 
 
 def _step_tensors(torch, device):

@@ -48,16 +48,19 @@ def main():
         weights = allocate_weights(600)
         try:
             grow_activations(700)
-        except torch.OutOfMemoryError:
+        except torch.OutOfMemoryError as e:
             facts["caught"] = True
+            facts["message"] = str(e)
+            facts["notes"] = getattr(e, "__notes__", [])
         del weights
     elif mode == "twice":
         weights = allocate_weights(600)
         for _ in range(2):
             try:
                 grow_activations(700)
-            except torch.OutOfMemoryError:
+            except torch.OutOfMemoryError as e:
                 facts["caught"] = facts.get("caught", 0) + 1
+                facts.setdefault("notes", []).append(getattr(e, "__notes__", []))
         del weights
     elif mode == "recover":
         weights = allocate_weights(600)
