@@ -3,6 +3,8 @@ and without CUDA VMM), and torchrun ranks where one runs out of memory."""
 
 import glob
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,42 +93,136 @@ def scenario_torch_killed(ctx, expandable=False):
             f"{compact(row['by_source'])}")
 
 
-def scenario_torch_ranks(ctx):
-    """torchrun, two processes on the one GPU (gloo): rank 1 runs out of memory and dies of it,
-    torchrun ends rank 0. Each rank leaves its own report; the launcher, which never touches
-    CUDA, none."""
-    out = ctx.dir("torch_ranks")
+def ranks_table(text):
+    """The job view's Ranks table: {rank: {column: cell}}."""
+    lines = text.splitlines()
+    at = lines.index("Ranks") + 1
+    header = re.split(r"\s{2,}", lines[at].strip())
+    rows = {}
+    for line in lines[at + 1:]:
+        if not line.strip():
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        rows[int(cells[0])] = dict(zip(header, cells))
+    return rows
+
+
+def run_watching_rank0(cmd, out):
+    """Runs cmd (the job), and from rank 1's OOM report on, where rank 0's threads wait
+    every 0.2 s until it is gone (with gdb's backtraces once, where gdb is installed), into
+    out/rank0-threads.txt: the evidence when rank 0 leaves no report."""
+    os.makedirs(out, exist_ok=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    pid0 = None
+    start = time.monotonic()
+    oom_at = None
+    gdb = shutil.which("gdb")
+    while proc.poll() is None and time.monotonic() - start < 150:
+        if pid0 is None and os.path.exists(os.path.join(out, "rank-0.json")):
+            try:
+                pid0 = t.load(os.path.join(out, "rank-0.json"))["pid"]
+            except ValueError:
+                pass
+        if oom_at is None and glob.glob(os.path.join(out, "oomscope-*-r1-*-oom.json")):
+            oom_at = time.monotonic()
+            lines.append(f"{oom_at - start:.2f}s rank 1's OOM report is there")
+        if pid0 is not None and oom_at is not None and os.path.exists(f"/proc/{pid0}"):
+            lines.append(f"{time.monotonic() - start:.2f}s " + threads_of(pid0))
+            if gdb:
+                gdb = None
+                bt = subprocess.run([shutil.which("gdb"), "-p", str(pid0), "-batch", "-ex", "thread apply all bt 12"],
+                                    capture_output=True, text=True, timeout=60)
+                lines.append(bt.stdout[-20000:])
+        time.sleep(0.2)
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+    lines.append(f"{time.monotonic() - start:.2f}s the job ended: {proc.returncode}")
+    for _ in range(50):  # rank 0's last moments, if it outlived the launcher
+        if pid0 is None or not os.path.exists(f"/proc/{pid0}"):
+            break
+        lines.append(f"{time.monotonic() - start:.2f}s after the launcher: " + threads_of(pid0))
+        time.sleep(0.2)
+    with open(os.path.join(out, "rank0-threads.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return t.Run(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), out, t.reports_in(out))
+
+
+def one_ranks_run(ctx, out, via_torchrun):
+    """One torchrun job of two ranks on the one GPU: rank 1 runs out of memory, torchrun ends
+    rank 0. `via_torchrun`: `torchrun --no-python oomscope run -- python script` (oomscope in
+    each rank) instead of `oomscope run -- torchrun …`. What each rank left, the job view, and
+    where the exception and torchrun's summary say the report is."""
     script = os.path.join(HERE, "scenarios", "torch_ranks.py")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", script, out]
-    run = t.run_oomscope(ctx.oomscope, cmd, out, timeout=150)
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    if via_torchrun:
+        cmd = launcher + ["--no-python", ctx.oomscope, "run", "-o", out, "--", sys.executable, script, out]
+    else:
+        cmd = [ctx.oomscope, "run", "-o", out, "--"] + launcher + [script, out]
+    run = run_watching_rank0(cmd, out)
+    with open(os.path.join(out, "torchrun-output.txt"), "w") as f:
+        f.write(run.stdout + run.stderr)
     check(run.returncode != 0, "torchrun succeeded although rank 1 ran out of memory")
     ranks = {r: t.load(os.path.join(out, f"rank-{r}.json")) for r in (0, 1)}
     by_pid = {}
     for kind, paths in run.reports.items():
         for path in paths:
-            rep = t.load(path)
-            by_pid.setdefault(rep["process"]["pid"], []).append(rep)
+            by_pid.setdefault(t.load(path)["process"]["pid"], []).append((path, t.load(path)))
     pids = {f["pid"] for f in ranks.values()}
     check(set(by_pid) <= pids, f"reports from processes that are not ranks: {set(by_pid) - pids}")
-    parts = []
+    kinds = {}
     for r, f in ranks.items():
         reps = by_pid.get(f["pid"], [])
         check(reps, f"rank {r} (pid {f['pid']}) left no report; stderr: {run.stderr[-1500:]}")
-        for rep in reps:
+        for path, rep in reps:
             check(rep["process"].get("rank") == r, f"rank {r}'s report says rank {rep['process'].get('rank')}")
-            check(rep["process"].get("world_size") == 2, "world_size")
-        kinds = sorted(rep["trigger"]["kind"] for rep in reps)
-        first = reps[0] if len(reps) == 1 else next(rep for rep in reps if rep["trigger"]["kind"] != "exit")
-        tracked = t.memory_row(first, 0)["tracked_bytes"]
-        if r == 1:
-            check("oom" in kinds, f"rank 1 reports {kinds}: no oom")
-            oom = next(rep for rep in reps if rep["trigger"]["kind"] == "oom")
-            tracked = t.memory_row(oom, 0)["tracked_bytes"]
-            check(tracked == f["reserved"], f"rank 1 tracked {tracked} != memory_reserved() {f['reserved']}")
-        parts.append(f"rank {r} (pid {f['pid']}): {'+'.join(kinds)}, tracked {tracked / GiB:.2f} GiB "
-                     f"(memory_reserved() {f['reserved'] / GiB:.2f} GiB)")
+            check(f"-r{r}-" in os.path.basename(path), f"rank {r}'s report is named {path}")
+            check(rep["process"].get("local_world_size") == 2 and rep["process"].get("run_id"), "job identity")
+        kinds[r] = sorted(rep["trigger"]["kind"] for _, rep in reps)
+    check("signal" in kinds[0], f"rank 0 left {kinds[0]}: no signal report")
+    check("oom" in kinds[1], f"rank 1 left {kinds[1]}: no oom report")
+    oom_path, oom = next((p, rep) for p, rep in by_pid[ranks[1]["pid"]] if rep["trigger"]["kind"] == "oom")
+    tracked1 = t.memory_row(oom, 0)["tracked_bytes"]
+    check(tracked1 == ranks[1]["reserved"], f"rank 1 tracked {tracked1} != memory_reserved() {ranks[1]['reserved']}")
+    # The exception names the report, and torchrun's failure summary (from the error file
+    # @record writes) shows it.
+    note = f"oomscope report: {oom_path}"
+    check(note in run.stderr, f"no '{note}' in the output: {run.stderr[-2000:]}")
+    summary = run.stderr[run.stderr.rfind("Root Cause"):] if "Root Cause" in run.stderr else ""
+    check(note in summary, f"torchrun's summary does not name the report: {summary[-1500:]}")
+    # The job view: rank 1 first, rank 0's memory at that moment = its memory_reserved().
+    view = subprocess.run([ctx.oomscope, "report", out, "--color", "never"], capture_output=True, text=True, timeout=60)
+    check(view.returncode == 0, f"job view: {view.stderr}")
+    first = view.stdout[view.stdout.index("First failure"):view.stdout.index("Ranks")]
+    check(re.search(r"rank 1 \(", first), f"first failure: {first}")
+    rows = ranks_table(view.stdout)
+    held0 = rows[0]["at first failure"]
+    check(held0 == t.format_bytes(ranks[0]["reserved"]),
+          f"rank 0 at rank 1's failure: {held0}, memory_reserved() {ranks[0]['reserved']}")
     left = glob.glob(os.path.join(out, "*.flight"))
-    return "; ".join(parts) + f"; torchrun exit {run.returncode}; flight files left {len(left)}"
+    check(not left, f"flight files left: {left}")
+    return (kinds, held0, first.splitlines()[1].strip(), view.stdout)
+
+
+def scenario_torch_ranks(ctx, runs=5):
+    """torchrun, two processes on the one GPU (gloo): rank 1 runs out of memory and dies of it,
+    torchrun ends rank 0. Five runs in a row under `oomscope run -- torchrun`, one as
+    `torchrun --no-python oomscope run -- python`: each rank leaves its report (rank 0 a
+    signal report), the launcher none; the job view names rank 1 first with rank 0's memory at
+    that moment; the exception and torchrun's summary name rank 1's report."""
+    results = []
+    for i in range(runs):
+        results.append(one_ranks_run(ctx, ctx.dir(f"torch_ranks/run{i}"), via_torchrun=False))
+    inside = one_ranks_run(ctx, ctx.dir("torch_ranks/via_torchrun"), via_torchrun=True)
+    with open(os.path.join(ctx.outdir, "torch_ranks", "job-view.txt"), "w") as f:
+        f.write(results[-1][3])
+    kinds = "; ".join(f"run {i}: rank 0 {'+'.join(k[0])}, rank 1 {'+'.join(k[1])}" for i, (k, _, _, _) in enumerate(results))
+    return (f"{runs} runs: {kinds}; rank 0 held {results[-1][1]} at the first failure (= memory_reserved()); "
+            f"{results[-1][2]}; via torchrun --no-python: rank 0 {'+'.join(inside[0][0])}; "
+            f"exception note and torchrun summary name the report")
 
 
 SCENARIOS = [
