@@ -25,11 +25,11 @@ def start_rank(build, outdir, rank, share, extra, request, wrong=False, run_id=R
                             text=True, cwd=str(outdir))
 
 
-def run_job(build, outdir, kill=None, run_id=RUN_ID):
+def run_job(build, outdir, kill=None, run_id=RUN_ID, rank2_extra=2048):
     """Ranks 0, 1, 3 hold 1 GiB; rank 2 holds 1 GiB and 2 GiB of buffers of its own, then asks
     for 6 GiB more on its 8 GiB device and fails; rank 3 is on device 0. `kill`: a rank ended
     with SIGKILL instead (no report: its flight file stays)."""
-    specs = [(1024, 0, 0, False), (1024, 0, 0, False), (1024, 2048, 6144, False), (1024, 0, 0, True)]
+    specs = [(1024, 0, 0, False), (1024, 0, 0, False), (1024, rank2_extra, 6144, False), (1024, 0, 0, True)]
     procs = [start_rank(build, outdir, r, *spec, run_id=run_id) for r, spec in enumerate(specs)]
     for p in procs:
         t.wait_for_line(p, "ready")
@@ -156,3 +156,17 @@ def test_bad_sets_are_named(build, tmp_path):
     assert victim in view.stderr and view.stderr.count("\n") == 1
     # The gate does not pass over a report it could not read.
     assert cli(build, "check", job).returncode == 2
+
+
+def test_two_runs_of_a_job_are_compared_rank_by_rank(build, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    run_job(build, first)
+    run_job(build, second, rank2_extra=1024)
+    d = cli(build, "diff", first, second)
+    assert d.returncode == 0, d.stderr
+    blocks = {b.split("\n", 1)[0]: b for b in re.split(r"\n(?=rank \d)", d.stdout)}
+    assert sorted(blocks) == ["rank 0", "rank 1", "rank 2", "rank 3"], d.stdout
+    assert re.search(r"-1\.00 GiB.*hold_rank_buffers", blocks["rank 2"]), blocks["rank 2"]
+    assert "hold_rank_buffers" not in blocks["rank 0"]
