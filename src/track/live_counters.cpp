@@ -8,16 +8,6 @@ namespace {
 
 std::atomic<uint64_t> g_nextId{1};
 
-// A thread's cell and its device-memory deltas not yet added to the batched totals (the first
-// kBatchedSlots device slots; others go straight through). Plain data: no destructor.
-constexpr int kBatchedSlots = 8;
-struct ThreadLive {
-    uint64_t owner = 0;
-    void* cell = nullptr;
-    int64_t pending[kBatchedSlots] = {};
-};
-thread_local ThreadLive t_live __attribute__((tls_model("initial-exec")));
-
 } // namespace
 
 LiveCounters::LiveCounters(int64_t* peaks)
@@ -47,32 +37,16 @@ LiveCounters::Cell* LiveCounters::newCell() noexcept
     return cell;
 }
 
-void LiveCounters::add(int device, MemKind kind, int64_t delta) noexcept
+void LiveCounters::adopt(ThreadLive& t) noexcept
 {
-    const int s = slot(device);
-    ThreadLive& t = t_live;
-    if (__builtin_expect(t.owner != m_id, 0)) {
-        t = ThreadLive{};
-        t.owner = m_id;
-        t.cell = newCell();
-    }
-    auto* cell = static_cast<Cell*>(t.cell);
-    std::atomic<int64_t>& bytes = cell->bytes[s][size_t(kind)];
-    if (__builtin_expect(cell == &m_shared, 0))
-        bytes.fetch_add(delta, std::memory_order_relaxed);
-    else
-        bytes.store(bytes.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-    if (kind != MemKind::Device)
-        return;
-    int64_t flush = delta;
-    if (s < kBatchedSlots) {
-        t.pending[s] += delta;
-        if (t.pending[s] < kPeakBatch && t.pending[s] > -kPeakBatch)
-            return;
-        flush = t.pending[s];
-        t.pending[s] = 0;
-    }
-    const int64_t now = m_batched[s].fetch_add(flush, std::memory_order_relaxed) + flush;
+    t = ThreadLive{};
+    t.owner = m_id;
+    t.cell = newCell();
+}
+
+void LiveCounters::addToPeak(int s, int64_t delta) noexcept
+{
+    const int64_t now = m_batched[s].fetch_add(delta, std::memory_order_relaxed) + delta;
     int64_t peak = m_peak[s].load(std::memory_order_relaxed);
     while (now > peak && !m_peak[s].compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }

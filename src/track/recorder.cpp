@@ -161,7 +161,7 @@ StackId Recorder::captureStack() noexcept
     return m_stacks.intern(frames, uint32_t(count > 0 ? count : 0));
 }
 
-void Recorder::push(Event event) noexcept
+void Recorder::push(Event& event) noexcept
 {
     if (event.timeNs == 0)
         event.timeNs = eventNs();

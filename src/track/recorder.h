@@ -150,7 +150,8 @@ private:
     static std::atomic<Recorder*> s_instance;
 
     // Sets the event's time (unless set) and thread, and pushes it.
-    void push(Event event) noexcept;
+    void push(Event& event) noexcept;  // stamps the thread (and the time, where 0) and pushes
+    void push(Event&& event) noexcept { push(event); }
     void maybeSample(uint64_t nowNs) noexcept;
     report::Step takeSample(const FrameworkState* state, uint64_t timeNs);
     void openEpisode(const Allocation& alloc, int error);

@@ -99,6 +99,17 @@ void renderFirstFailure(const JobView& job, const Style& s, std::ostream& out)
 void renderRanks(const JobView& job, const Style& s, std::ostream& out)
 {
     out << "\n" << s.bold("Ranks") << "\n";
+    const std::vector<std::vector<std::string>> cells = rankTableCells(job);
+    TextTable table(cells.front(), 6);
+    for (size_t i = 1; i < cells.size(); ++i)
+        table.addRow(cells[i]);
+    out << table.render();
+}
+
+} // namespace
+
+std::vector<std::vector<std::string>> rankTableCells(const JobView& job)
+{
     const bool framework =
         std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankRow& r) { return r.reservedBytes.has_value(); });
     std::vector<std::string> header = {"rank", "local", "host", "pid", "devices", "reports"};
@@ -109,7 +120,7 @@ void renderRanks(const JobView& job, const Style& s, std::ostream& out)
         header.insert(header.end(), {"allocated", "reserved", "outside framework"});
     if (job.firstFailure)
         header.push_back("at first failure");
-    TextTable table(header, 6);
+    std::vector<std::vector<std::string>> table = {header};
     for (const RankRow& row : job.ranks) {
         std::vector<std::string> cells = {row.rank ? std::to_string(*row.rank) : "-",
                                           row.localRank ? std::to_string(*row.localRank) : "-",
@@ -124,10 +135,12 @@ void renderRanks(const JobView& job, const Style& s, std::ostream& out)
             cells.insert(cells.end(), {orDash(row.allocatedBytes), orDash(row.reservedBytes), formatBytes(row.outsideFrameworkBytes)});
         if (job.firstFailure)
             cells.push_back(heldText(row));
-        table.addRow(std::move(cells));
+        table.push_back(std::move(cells));
     }
-    out << table.render();
+    return table;
 }
+
+namespace {
 
 void renderSources(const JobView& job, const Style& s, std::ostream& out)
 {

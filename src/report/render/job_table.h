@@ -20,6 +20,10 @@ struct SetProblem {
 void renderJobs(const std::vector<JobView>& jobs, const std::vector<SetProblem>& problems, const RenderOptions& options,
                 std::ostream& out);
 
+// The Ranks table: a header row, then one row per rank (text and HTML show the same cells;
+// the first six columns are text, the rest figures).
+std::vector<std::vector<std::string>> rankTableCells(const JobView& job);
+
 // "12:00:01.234 UTC" (the date too when asked): a wall-clock time of the job.
 std::string formatWallClock(uint64_t unixNs, bool withDate);
 
