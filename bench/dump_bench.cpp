@@ -55,12 +55,17 @@ int main(int argc, char** argv)
     const uint64_t pairs = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 480000;
     setenv("OOMSCOPE_EXIT_REPORT", "0", 1);
     setenv("OOMSCOPE_QUIET", "1", 1);
+    setenv("OOMSCOPE_STACK_DEPTH", "128", 0);  // deep enough that the 100 depths stay apart: 10 k stacks
     // As in the preload: the unwinder set up, the triggers installed, the preload's writer.
     Recorder& r = *Recorder::start([](Recorder& recorder) {
         static oomscope::preload::PreloadReportWriter writer;
         recorder.setWriter(&writer);
     });
     g_recorder = &r;
+    // The recorder is linked into this program: its module is the whole program, whose frames
+    // would all be cut as the capture layer's own (every stack the same three frames of libc).
+    // In the preload it is liboomscope.so alone; here nothing is cut.
+    r.setOwnModule(0, 0);
     const ApiId alloc = r.registerApi("cudaMalloc");
     const ApiId freeApi = r.registerApi("cudaFree");
     const auto t0 = std::chrono::steady_clock::now();
