@@ -3,6 +3,7 @@
 #include "report/fields.h"
 #include "report/huge_pages.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <nlohmann/json.hpp>
@@ -359,7 +360,8 @@ private:
     size_t m_columns = Timeline::kWidth;
 };
 
-void readAll(const Value& root, Report* r, RowsRead* rowsRead)
+// stacks: read by hand already (the document's own "stacks" then an empty array), or null.
+void readAll(const Value& root, Report* r, RowsRead* rowsRead, std::vector<Stack>* stacks = nullptr)
 {
     root.expectObject();
     auto schemaIt = root.json().find("schema");
@@ -369,6 +371,8 @@ void readAll(const Value& root, Report* r, RowsRead* rowsRead)
         throw ReadError{"unsupported schema " + schemaIt->dump() + " (this oomscope reads " + kSchema + ")"};
     ReadVisitor visitor(root, rowsRead);
     fields::describe(visitor, *r);
+    if (stacks)
+        r->stacks = std::move(*stacks);
 
     // Cross-references: every module id a frame names must be defined.
     for (const Stack& s : r->stacks) {
@@ -426,12 +430,13 @@ size_t skipString(std::string_view text, size_t i)
     return std::string_view::npos;
 }
 
-// The offset of the '[' of timeline.rows.
-std::optional<size_t> findTimelineRows(std::string_view text)
+// The offset of the '[' of the array at key1 (depth 1) or key1.key2 (depth 2).
+std::optional<size_t> findArray(std::string_view text, std::string_view key1, std::string_view key2 = {})
 {
     std::vector<char> stack;  // '{' or '['
     bool expectKey = false;
-    std::string_view key1, key2;  // the current keys at depths 1 and 2
+    std::string_view keys[2];  // the current keys at depths 1 and 2
+    const size_t depth = key2.empty() ? 1 : 2;
     for (size_t i = 0; i < text.size(); ++i) {
         const char c = text[i];
         if (c == '"') {
@@ -439,11 +444,8 @@ std::optional<size_t> findTimelineRows(std::string_view text)
             if (end == std::string_view::npos)
                 return std::nullopt;
             if (!stack.empty() && stack.back() == '{' && expectKey) {
-                const std::string_view key = text.substr(i + 1, end - i - 2);
-                if (stack.size() == 1)
-                    key1 = key;
-                else if (stack.size() == 2)
-                    key2 = key;
+                if (stack.size() <= 2)
+                    keys[stack.size() - 1] = text.substr(i + 1, end - i - 2);
                 expectKey = false;
             }
             i = end - 1;
@@ -451,7 +453,8 @@ std::optional<size_t> findTimelineRows(std::string_view text)
             stack.push_back('{');
             expectKey = true;
         } else if (c == '[') {
-            if (stack.size() == 2 && stack[0] == '{' && stack[1] == '{' && key1 == "timeline" && key2 == "rows")
+            if (stack.size() == depth && std::all_of(stack.begin(), stack.end(), [](char b) { return b == '{'; }) &&
+                keys[0] == key1 && (depth == 1 || keys[1] == key2))
                 return i;
             stack.push_back('[');
         } else if (c == '}' || c == ']') {
@@ -466,35 +469,15 @@ std::optional<size_t> findTimelineRows(std::string_view text)
     return std::nullopt;
 }
 
-class RowScanner {
+// The JSON a hand reader takes: whitespace, punctuation, integers, and strings of printable
+// ASCII without escapes. Anything else is a "no": the caller falls back to the checked reader.
+class Scanner {
 public:
-    RowScanner(std::string_view text, RowsRead* read)
-        : m_p(text.data()), m_end(text.data() + text.size()), m_read(read), m_tl(&read->rows)
-    {
-    }
-
-    // The array at the start of the text; false at the first thing it does not expect.
-    // consumed(): how far it read (one past the ']').
+    explicit Scanner(std::string_view text) : m_p(text.data()), m_end(text.data() + text.size()) {}
+    // How far it read from start.
     size_t consumed(const char* start) const { return size_t(m_p - start); }
-    bool rows()
-    {
-        if (!expect('['))
-            return false;
-        space();
-        if (peek(']'))
-            return done();
-        for (;;) {
-            if (!row())
-                return false;
-            space();
-            if (peek(']'))
-                return done();
-            if (!expect(','))
-                return false;
-        }
-    }
 
-private:
+protected:
     bool done()
     {
         ++m_p;
@@ -526,6 +509,153 @@ private:
         m_p = ptr;
         return true;
     }
+    bool text(std::string_view* out)
+    {
+        space();
+        if (!peek('"'))
+            return false;
+        const char* begin = ++m_p;
+        while (m_p < m_end && *m_p != '"') {
+            if (*m_p == '\\' || static_cast<unsigned char>(*m_p) < 0x20 || static_cast<unsigned char>(*m_p) >= 0x80)
+                return false;  // escapes, control characters, UTF-8: the checked reader
+            ++m_p;
+        }
+        if (m_p == m_end)
+            return false;
+        *out = std::string_view(begin, size_t(m_p - begin));
+        ++m_p;
+        return true;
+    }
+    bool key(std::string_view wanted)
+    {
+        std::string_view k;
+        return text(&k) && k == wanted && expect(':');
+    }
+    bool null()
+    {
+        space();
+        if (m_end - m_p < 4 || std::memcmp(m_p, "null", 4) != 0)
+            return false;
+        m_p += 4;
+        return true;
+    }
+
+    const char* m_p;
+    const char* m_end;
+};
+
+// The top-level "stacks" array, most of a report with deep stacks (a million frames): read by
+// hand in the order the writer puts the keys (fields.h); anything else is a "no".
+class StackScanner : public Scanner {
+public:
+    using Scanner::Scanner;
+    bool stacks(std::vector<Stack>* out)
+    {
+        if (!expect('['))
+            return false;
+        space();
+        if (peek(']'))
+            return done();
+        for (;;) {
+            out->emplace_back();
+            if (!stack(&out->back()))
+                return false;
+            space();
+            if (peek(']'))
+                return done();
+            if (!expect(','))
+                return false;
+        }
+    }
+
+private:
+    bool stack(Stack* s)
+    {
+        if (!(expect('{') && key("id") && number(&s->id) && expect(',') && key("frames") && expect('[')))
+            return false;
+        space();
+        if (!peek(']')) {
+            for (;;) {
+                s->frames.emplace_back();
+                if (!frame(&s->frames.back()))
+                    return false;
+                space();
+                if (peek(']'))
+                    break;
+                if (!expect(','))
+                    return false;
+            }
+        }
+        ++m_p;
+        space();
+        if (peek(',')) {
+            std::string_view name;
+            Source source{};
+            if (!(expect(',') && key("source")))
+                return false;
+            if (!null()) {
+                if (!text(&name) || !parseEnum(std::string(name), &source))
+                    return false;
+                s->source = source;
+            }
+        }
+        return expect('}');
+    }
+    bool frame(Frame* f)
+    {
+        std::string_view kind, a, b;
+        if (!(expect('{') && key("kind") && text(&kind) && expect(',')))
+            return false;
+        if (kind == "python") {
+            f->kind = FrameKind::Python;
+            if (!(key("file") && text(&a) && expect(',') && key("line") && number(&f->line) && expect(',') &&
+                  key("function") && text(&b)))
+                return false;
+            f->file = a;
+            f->function = b;
+        } else if (kind == "native") {
+            uint32_t module = 0;
+            if (!key("module"))
+                return false;
+            if (!null()) {
+                if (!number(&module))
+                    return false;
+                f->module = module;
+            }
+            if (!(expect(',') && key("offset") && number(&f->offset) && expect(',') && key("symbol") && text(&a)))
+                return false;
+            f->symbol = a;
+        } else {
+            return false;
+        }
+        return expect('}');
+    }
+};
+
+class RowScanner : public Scanner {
+public:
+    RowScanner(std::string_view text, RowsRead* read) : Scanner(text), m_read(read), m_tl(&read->rows) {}
+
+    // The array at the start of the text; false at the first thing it does not expect.
+    bool rows()
+    {
+        if (!expect('['))
+            return false;
+        space();
+        if (peek(']'))
+            return done();
+        for (;;) {
+            if (!row())
+                return false;
+            space();
+            if (peek(']'))
+                return done();
+            if (!expect(','))
+                return false;
+        }
+    }
+
+private:
     bool name(uint16_t* out)
     {
         space();
@@ -584,8 +714,6 @@ private:
         return true;
     }
 
-    const char* m_p;
-    const char* m_end;
     RowsRead* m_read;
     Timeline* m_tl;
     std::vector<std::pair<std::string_view, uint16_t>> m_names;
@@ -595,30 +723,47 @@ private:
 
 namespace {
 
-// The fast path: the rows read by hand, the rest of the document parsed without them. false
-// (nothing said) at anything unexpected: the checked path then says what is wrong.
+// The fast path: the rows (and the stacks, where the hand reader takes them) read by hand,
+// the rest of the document parsed without them. false (nothing said) at anything unexpected:
+// the checked path then says what is wrong.
 bool readFast(std::string_view text, Report* out)
 {
-    const std::optional<size_t> begin = findTimelineRows(text);
-    if (!begin)
+    const std::optional<size_t> rowsBegin = findArray(text, "timeline", "rows");
+    if (!rowsBegin)
         return false;
     RowsRead rows;
-    rows.rows.rows.reserve((text.size() - *begin) / 70);
+    rows.rows.rows.reserve((text.size() - *rowsBegin) / 70);
     adviseHugePages(rows.rows.rows.data(), rows.rows.rows.capacity() * sizeof(TimelineRow));
-    RowScanner scanner(text.substr(*begin), &rows);
+    RowScanner scanner(text.substr(*rowsBegin), &rows);
     if (!scanner.rows())
         return false;
-    const size_t end = *begin + scanner.consumed(text.data() + *begin);
+    const size_t rowsEnd = *rowsBegin + scanner.consumed(text.data() + *rowsBegin);
+    // The stacks, after the rows in a report as written; left to nlohmann where anything differs.
+    std::optional<std::vector<Stack>> stacks;
+    size_t stacksBegin = 0, stacksEnd = 0;
+    if (const std::optional<size_t> at = findArray(text, "stacks"); at && *at > rowsEnd) {
+        std::vector<Stack> read;
+        StackScanner stackScanner(text.substr(*at));
+        if (stackScanner.stacks(&read)) {
+            stacksBegin = *at;
+            stacksEnd = *at + stackScanner.consumed(text.data() + *at);
+            stacks = std::move(read);
+        }
+    }
     std::string rest;
-    rest.reserve(text.size() - (end - *begin) + 2);
-    rest.append(text.substr(0, *begin)).append("[]").append(text.substr(end));
+    rest.reserve(text.size() - (rowsEnd - *rowsBegin) - (stacksEnd - stacksBegin) + 4);
+    rest.append(text.substr(0, *rowsBegin)).append("[]");
+    if (stacks)
+        rest.append(text.substr(rowsEnd, stacksBegin - rowsEnd)).append("[]").append(text.substr(stacksEnd));
+    else
+        rest.append(text.substr(rowsEnd));
     size_t deepAt = 0;
     if (!depthWithin(rest, kMaxJsonDepth, &deepAt))  // too deep: the checked path says where
         return false;
     try {
         const Json root = Json::parse(rest);
         Report report;
-        readAll(Value(root, ""), &report, &rows);
+        readAll(Value(root, ""), &report, &rows, stacks ? &*stacks : nullptr);
         *out = std::move(report);
         return true;
     } catch (...) {

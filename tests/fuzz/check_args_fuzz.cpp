@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         return 0;
     }
     for (const std::string& rule : options.failOn) {
-        if (rule != "leak" && rule != "peak" && rule != "fragmentation" && rule != "growth")
+        if (rule != "leak" && rule != "peak" && rule != "fragmentation" && rule != "growth" && rule != "job")
             __builtin_trap();
     }
     if ((options.failOn.count("peak") && !options.maxPeak) || (options.failOn.count("growth") && !options.maxGrowth) ||
