@@ -23,6 +23,38 @@ TEST_CASE("a report survives JSON and back unchanged", "[json]")
     CHECK(reportToJson(read) == text);
 }
 
+TEST_CASE("stacks read the same whether the hand reader takes them or the checked one does", "[json]")
+{
+    // The sample's stacks are plain ASCII: the hand reader's. A quote in a symbol, a file name in
+    // UTF-8 and stacks without a source each send them the checked way; the result is the same.
+    Report original = oomscope::test::sampleReport();
+    REQUIRE_FALSE(original.stacks.empty());
+    for (int variant = 0; variant < 4; ++variant) {
+        Report r = original;
+        Frame python;
+        python.kind = FrameKind::Python;
+        python.file = variant == 1 ? "/home/\xc3\xa9t\xc3\xa9/train.py" : "/home/u/train.py";
+        python.line = 42;
+        python.function = "main";
+        Frame native;
+        native.symbol = variant == 2 ? "operator\"\"_x(char const*)" : "f(int)";
+        native.offset = 0x1234;
+        r.stacks.front().frames.push_back(python);
+        r.stacks.front().frames.push_back(native);
+        if (variant == 3) {
+            for (Stack& s : r.stacks)
+                s.source.reset();
+        }
+        const std::string text = reportToJson(r);
+        Report read;
+        std::string error;
+        INFO("variant " << variant);
+        REQUIRE(readReport(text, &read, &error));
+        CHECK(read.stacks == r.stacks);
+        CHECK(read == r);
+    }
+}
+
 TEST_CASE("an empty report round-trips", "[json]")
 {
     Report original;
