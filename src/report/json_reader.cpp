@@ -430,14 +430,17 @@ size_t skipString(std::string_view text, size_t i)
     return std::string_view::npos;
 }
 
-// The offset of the '[' of the array at key1 (depth 1) or key1.key2 (depth 2).
-std::optional<size_t> findArray(std::string_view text, std::string_view key1, std::string_view key2 = {})
+// The offset of the '[' of the array at key1 (depth 1) or key1.key2 (depth 2). From `from`
+// on, where the scan is inside `open` (the brackets open there, outermost first: "{{" just
+// after timeline.rows) with the keys `at` of those depths.
+std::optional<size_t> findArray(std::string_view text, std::string_view key1, std::string_view key2 = {},
+                                size_t from = 0, std::string_view open = {}, std::string_view at = {})
 {
-    std::vector<char> stack;  // '{' or '['
+    std::vector<char> stack(open.begin(), open.end());  // '{' or '['
     bool expectKey = false;
-    std::string_view keys[2];  // the current keys at depths 1 and 2
+    std::string_view keys[2] = {at, {}};  // the current keys at depths 1 and 2
     const size_t depth = key2.empty() ? 1 : 2;
-    for (size_t i = 0; i < text.size(); ++i) {
+    for (size_t i = from; i < text.size(); ++i) {
         const char c = text[i];
         if (c == '"') {
             const size_t end = skipString(text, i);
@@ -741,7 +744,8 @@ bool readFast(std::string_view text, Report* out)
     // The stacks, after the rows in a report as written; left to nlohmann where anything differs.
     std::optional<std::vector<Stack>> stacks;
     size_t stacksBegin = 0, stacksEnd = 0;
-    if (const std::optional<size_t> at = findArray(text, "stacks"); at && *at > rowsEnd) {
+    // After the rows the scan is inside the root object and its "timeline".
+    if (const std::optional<size_t> at = findArray(text, "stacks", {}, rowsEnd, "{{", "timeline")) {
         std::vector<Stack> read;
         StackScanner stackScanner(text.substr(*at));
         if (stackScanner.stacks(&read)) {

@@ -150,12 +150,18 @@ std::vector<DeviceOverTime> Replay::run()
     m_width = std::max<uint64_t>(1, (m_end - m_start + m_buckets - 1) / m_buckets);
     for (const MemoryRow& row : m_r.memory)
         device(row.device);
+    // Per name index, once: a million rows compare numbers, not strings.
+    std::vector<int8_t> sign(tl.names.size(), 0);
+    std::vector<bool> deviceApi(tl.names.size(), false);
+    for (size_t i = 0; i < tl.names.size(); ++i) {
+        sign[i] = tl.names[i] == "alloc" ? 1 : tl.names[i] == "free" ? -1 : 0;
+        deviceApi[i] = deviceMemoryApi(tl.names[i]);
+    }
     for (const TimelineRow& row : tl.rows) {
-        const std::string& kind = tl.name(row.kind);
-        const int sign = kind == "alloc" ? 1 : kind == "free" ? -1 : 0;
-        if (sign == 0 || row.device < 0 || !deviceMemoryApi(tl.name(row.api)))
+        if (row.kind >= sign.size() || row.api >= sign.size() || sign[row.kind] == 0 || row.device < 0 ||
+            !deviceApi[row.api])
             continue;
-        apply(device(row.device), row, sign);
+        apply(device(row.device), row, sign[row.kind]);
     }
     for (auto& [index, d] : m_devices)
         close(d);
