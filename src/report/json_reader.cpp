@@ -534,6 +534,25 @@ protected:
         std::string_view k;
         return text(&k) && k == wanted && expect(':');
     }
+    // A JSON array, each element read by element(); false at the first thing unexpected.
+    template <class Element>
+    bool array(Element element)
+    {
+        if (!expect('['))
+            return false;
+        space();
+        if (peek(']'))
+            return done();
+        for (;;) {
+            if (!element())
+                return false;
+            space();
+            if (peek(']'))
+                return done();
+            if (!expect(','))
+                return false;
+        }
+    }
     bool null()
     {
         space();
@@ -554,42 +573,15 @@ public:
     using Scanner::Scanner;
     bool stacks(std::vector<Stack>* out)
     {
-        if (!expect('['))
-            return false;
-        space();
-        if (peek(']'))
-            return done();
-        for (;;) {
-            out->emplace_back();
-            if (!stack(&out->back()))
-                return false;
-            space();
-            if (peek(']'))
-                return done();
-            if (!expect(','))
-                return false;
-        }
+        return array([&] { return stack(&out->emplace_back()); });
     }
 
 private:
     bool stack(Stack* s)
     {
-        if (!(expect('{') && key("id") && number(&s->id) && expect(',') && key("frames") && expect('[')))
+        if (!(expect('{') && key("id") && number(&s->id) && expect(',') && key("frames") &&
+              array([&] { return frame(&s->frames.emplace_back()); })))
             return false;
-        space();
-        if (!peek(']')) {
-            for (;;) {
-                s->frames.emplace_back();
-                if (!frame(&s->frames.back()))
-                    return false;
-                space();
-                if (peek(']'))
-                    break;
-                if (!expect(','))
-                    return false;
-            }
-        }
-        ++m_p;
         space();
         if (peek(',')) {
             std::string_view name;
@@ -642,38 +634,15 @@ public:
     // The array at the start of the text; false at the first thing it does not expect.
     bool rows()
     {
-        if (!expect('['))
-            return false;
-        space();
-        if (peek(']'))
-            return done();
-        for (;;) {
-            if (!row())
-                return false;
-            space();
-            if (peek(']'))
-                return done();
-            if (!expect(','))
-                return false;
-        }
+        return array([&] { return row(); });
     }
 
 private:
     bool name(uint16_t* out)
     {
-        space();
-        if (!peek('"'))
+        std::string_view text;
+        if (!Scanner::text(&text))
             return false;
-        const char* begin = ++m_p;
-        while (m_p < m_end && *m_p != '"') {
-            if (*m_p == '\\' || static_cast<unsigned char>(*m_p) < 0x20 || static_cast<unsigned char>(*m_p) >= 0x80)
-                return false;  // escapes, control characters, UTF-8: the checked reader
-            ++m_p;
-        }
-        if (m_p == m_end)
-            return false;
-        const std::string_view text(begin, size_t(m_p - begin));
-        ++m_p;
         for (const auto& [seen, index] : m_names) {
             if (seen == text) {
                 *out = index;

@@ -316,20 +316,6 @@ void writeSegments(JsonOut& w, const Report& r)
     w.endArray();
 }
 
-std::string escapeHtml(const std::string& text)
-{
-    std::string out;
-    for (char c : text) {
-        switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        default: out += c;
-        }
-    }
-    return out;
-}
 
 // The template with each {{name}} replaced, in one pass over the template (a value is never
 // searched for markers: a command line may hold "{{js}}").
@@ -354,6 +340,21 @@ std::string fill(const std::string& page, const std::map<std::string, std::strin
 }
 
 } // namespace
+
+std::string escapeHtml(const std::string& text)
+{
+    std::string out;
+    for (char c : text) {
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        default: out += c;
+        }
+    }
+    return out;
+}
 
 std::string htmlData(const Report& report, const HtmlOptions& options)
 {

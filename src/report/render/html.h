@@ -21,6 +21,9 @@ struct HtmlOptions {
 
 std::string renderHtml(const Report& report, const HtmlOptions& options);
 
+// Text for HTML: & < > " escaped.
+std::string escapeHtml(const std::string& text);
+
 // The data the page draws, as JSON (what renderHtml embeds): for tests and other front ends.
 std::string htmlData(const Report& report, const HtmlOptions& options);
 

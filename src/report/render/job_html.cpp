@@ -2,6 +2,7 @@
 
 #include "report/analysis/memory_over_time.h"
 #include "report/format.h"
+#include "report/render/html.h"
 #include "report/render/html_assets.h"
 
 #include <algorithm>
@@ -17,17 +18,7 @@ const char* const kPalette[] = {"#2b6cb0", "#dd6b20", "#2f855a", "#805ad5", "#d5
 
 std::string esc(const std::string& text)
 {
-    std::string out;
-    for (char c : text) {
-        switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        default: out += c;
-        }
-    }
-    return out;
+    return escapeHtml(text);
 }
 
 std::string num(double v)

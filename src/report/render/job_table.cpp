@@ -2,6 +2,7 @@
 
 #include "report/analysis/analysis.h"
 #include "report/format.h"
+#include "report/render/style.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,13 +11,6 @@
 
 namespace oomscope::report {
 namespace {
-
-struct Style {
-    bool color;
-    std::string bold(const std::string& s) const { return color ? "\033[1m" + s + "\033[0m" : s; }
-    std::string red(const std::string& s) const { return color ? "\033[1;31m" + s + "\033[0m" : s; }
-    std::string dim(const std::string& s) const { return color ? "\033[2m" + s + "\033[0m" : s; }
-};
 
 std::string orDash(const std::optional<uint64_t>& v)
 {
