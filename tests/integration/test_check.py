@@ -111,6 +111,19 @@ def test_the_programs_failure_wins_over_the_check(build, tmp_path):
     assert "no report to check" in r.stderr
 
 
+def test_error_exitcode_tells_findings_from_the_programs_failure(build, tmp_path):
+    r, _ = step_loop(build, tmp_path, "leaky", 40, "--check", "--error-exitcode", "42")
+    assert r.returncode == 42, r.stdout + r.stderr
+    r, _ = step_loop(build, tmp_path, "steady", 40, "--check", "--error-exitcode", "42")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = oomscope(build, "run", "-o", str(tmp_path), "--check", "--error-exitcode", "42", "--", sys.executable, "-c",
+                 "raise SystemExit(3)")
+    assert r.returncode == 3, r.stderr  # no findings: the program's own status
+    for bad in (["--error-exitcode", "0", "--check"], ["--error-exitcode", "300", "--check"], ["--error-exitcode", "7"]):
+        r = oomscope(build, "run", "-o", str(tmp_path), *bad, "--", "true")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, (bad, r.stderr)
+
+
 def test_diff_sorts_sites_by_growth(build, tmp_path):
     _, leaky = step_loop(build, tmp_path, "leaky", 40)
     _, steady = step_loop(build, tmp_path, "steady", 40)

@@ -268,6 +268,10 @@ public:
                     "After the run, check its reports (oomscope check); --check=RULES picks the rules. The "
                     "program's failure wins, else the check's status");
         addCheckLimits(*c, m_checkOptions);
+        c->add_option("--error-exitcode", m_errorExitcode,
+                      "With --check: exit with N when the check finds something, whatever the program's own "
+                      "status (as compute-sanitizer and valgrind do): findings told apart from the program's failure")
+            ->check(CLI::Range(1, 255));
         c->add_option("--via", m_via,
                       "How the library enters the program: preload (LD_PRELOAD, the default) or inject "
                       "(CUDA_INJECTION64_PATH: CUPTI callbacks alone, for static runtimes and where LD_PRELOAD "
@@ -301,6 +305,7 @@ private:
     std::string m_outputDir;
     std::string m_check;  // --check[=RULES]: empty when not asked
     std::string m_via = "preload";
+    int m_errorExitcode = 0;  // 0: not asked
     CheckOptions m_checkOptions;
     std::vector<std::string> m_command;
     std::vector<std::string> m_afterDashes;
@@ -331,6 +336,10 @@ int RunCommand::run()
 {
     if (!takeCommand())
         return kExitUsage;
+    if (m_errorExitcode && m_check.empty()) {
+        logError("run: --error-exitcode goes with --check");
+        return kExitUsage;
+    }
     const char* override = std::getenv("OOMSCOPE_LIB");
     const std::string lib = override && *override ? override : dirName(selfDir()) + "/lib/liboomscope.so";
     if (!isFile(lib)) {
@@ -366,6 +375,8 @@ int RunCommand::run()
     }
     if (WIFSIGNALED(ran.status))
         return dieLike(WTERMSIG(ran.status));
+    if (m_errorExitcode && checkStatus == kExitFindings)
+        return m_errorExitcode;
     const int programStatus = WIFEXITED(ran.status) ? WEXITSTATUS(ran.status) : 1;
     return programStatus != 0 ? programStatus : checkStatus;
 }
