@@ -62,6 +62,7 @@ public:
         m_r.pools = m_facts.pools;
         m_r.steps = m_image.steps;
         addTrigger();
+        addSkippedOoms();
         addMemory();
         addSegments();
         m_r.sites = liveSites(m_image.live);
@@ -74,6 +75,7 @@ public:
 
 private:
     void addTrigger();
+    void addSkippedOoms();
     void addMemory();
     void addSegments();
     void addTimeline();
@@ -99,6 +101,21 @@ private:
     std::unordered_map<uint32_t, Source> m_sourceOfStack;
     size_t m_missingStacks = 0;
 };
+
+// The OOM episodes without a report of their own, and the largest allocation that succeeded
+// after the first of them (what the program settled on: a batch-size finder's answer).
+void Builder::addSkippedOoms()
+{
+    if (!m_image.skippedOoms)
+        return;
+    report::SkippedOoms s = *m_image.skippedOoms;
+    const uint64_t since = s.episodes.empty() ? 0 : s.episodes.front().timeNs;
+    for (const track::Event& e : m_image.events) {
+        if (e.kind == track::EventKind::Alloc && e.timeNs > since && e.memKind == report::MemKind::Device)
+            s.largestSuccessAfterBytes = std::max(s.largestSuccessAfterBytes.value_or(0), e.size);
+    }
+    m_r.skippedOoms = std::move(s);
+}
 
 void Builder::addTrigger()
 {

@@ -88,6 +88,18 @@ OOMSCOPE_EXPORT int oomscope_framework_attach(const char* name, int reports_oom)
     return 0;
 }
 
+OOMSCOPE_EXPORT int oomscope_oom_report_wanted(void)
+{
+    try {
+        if (!oi::enabled())
+            return 0;
+        if (rec::Recorder* r = oi::recorder())
+            return r->oomReportWanted() ? 1 : 0;
+    } catch (...) {
+    }
+    return 0;
+}
+
 OOMSCOPE_EXPORT const char* oomscope_framework_oom(const char* name, int device, unsigned long long requested,
                                                    const char* state)
 {

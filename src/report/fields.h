@@ -31,7 +31,7 @@ namespace oomscope::report::fields {
 inline constexpr int kFirst = 0;   // the first v1 fixtures
 inline constexpr int kRound1 = 1;  // pools, step sites and samples, allocator counters, CUPTI coverage
 inline constexpr int kRound2 = 2;  // the timeline's handle column, a stack's source
-inline constexpr int kRound3 = 3;  // a process's job identity, a device's context
+inline constexpr int kRound3 = 3;  // a process's job identity, a device's context, skipped OOMs
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -303,6 +303,23 @@ OOMSCOPE_DESCRIBE(Capture)
     v("coverage", AbsentWhenEmpty<std::remove_reference_t<decltype((x.coverage))>>{x.coverage}, kRound1);
 }
 
+// Keys of revision 0 inside an object that only reports of revision 3 have: in every such object.
+OOMSCOPE_DESCRIBE(SkippedOom)
+{
+    v("time_ns", x.timeNs, kFirst);
+    v("device", x.device, kFirst);
+    v("api", x.api, kFirst);
+    v("requested_bytes", x.requestedBytes, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(SkippedOoms)
+{
+    v("count", x.count, kFirst);
+    v("max_reports", x.maxReports, kFirst);
+    v("episodes", x.episodes, kFirst);
+    v("largest_success_after_bytes", x.largestSuccessAfterBytes, kFirst);
+}
+
 OOMSCOPE_DESCRIBE(Report)
 {
     v("schema", x.schema, kFirst);
@@ -312,6 +329,7 @@ OOMSCOPE_DESCRIBE(Report)
     v("devices", x.devices, kFirst);
     v("memory", x.memory, kFirst);
     v("at_first_failure", x.atFirstFailure, kFirst);
+    v("skipped_ooms", AbsentWhenEmpty{x.skippedOoms}, kRound3);
     v("segments", x.segments, kFirst);
     v("pools", x.pools, kRound1);
     v("sites", x.sites, kFirst);

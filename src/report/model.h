@@ -230,6 +230,28 @@ struct Leak {
     bool operator==(const Leak&) const = default;
 };
 
+// Out-of-memory episodes after the first max_reports, which got no report of their own (a
+// program that catches OOMs on purpose: a batch-size finder); counted in every later report.
+struct SkippedOom {
+    uint64_t timeNs = 0;
+    std::optional<int64_t> device;
+    std::string api;  // the call that failed, or the framework that raised it ("torch")
+    std::optional<uint64_t> requestedBytes;
+
+    bool operator==(const SkippedOom&) const = default;
+};
+
+struct SkippedOoms {
+    uint64_t count = 0;
+    uint64_t maxReports = 0;             // OOMSCOPE_MAX_OOM_REPORTS in force
+    std::vector<SkippedOom> episodes;    // the first kSkippedOomsKept of them
+    // The largest allocation that succeeded after the first skipped one (the timeline's view).
+    std::optional<uint64_t> largestSuccessAfterBytes;
+    static constexpr size_t kKept = 64;
+
+    bool operator==(const SkippedOoms&) const = default;
+};
+
 struct Diagnosis {
     std::string code;
     Severity severity = Severity::Info;
@@ -330,6 +352,7 @@ struct Report {
     std::vector<Step> steps;
     std::vector<Leak> leaks;
     std::vector<Diagnosis> diagnosis;
+    std::optional<SkippedOoms> skippedOoms;  // absent until an OOM episode went without a report
     std::vector<Stack> stacks;
     std::vector<Module> modules;
     Capture capture;

@@ -80,6 +80,8 @@ const Config& Config::get()
         c->quiet = envFlag("OOMSCOPE_QUIET", false);
         if (const char* ms = std::getenv("OOMSCOPE_OOM_EPISODE_MS"); ms && *ms)
             c->oomEpisodeMs = uint32_t(std::strtoul(ms, nullptr, 10));
+        if (const char* most = std::getenv("OOMSCOPE_MAX_OOM_REPORTS"); most && *most)
+            c->maxOomReports = uint32_t(std::strtoul(most, nullptr, 10));
         if (const char* mode = std::getenv("OOMSCOPE_CUPTI"); mode && *mode) {
             const std::string m = mode;
             c->cupti = m == "0" || m == "off" || m == "no" ? "off" : m == "1" || m == "on" || m == "yes" ? "on" : "auto";

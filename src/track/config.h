@@ -21,6 +21,8 @@ struct Config {
     bool quiet = false;             // OOMSCOPE_QUIET=1: no notice on stderr when a report is written
     uint32_t signalTimeoutMs = 10000;  // how long a fatal signal waits for its report
     uint32_t oomEpisodeMs = 2000;   // OOMSCOPE_OOM_EPISODE_MS: failures closer than this are one episode
+    uint32_t maxOomReports = 8;     // OOMSCOPE_MAX_OOM_REPORTS: OOM episodes with a report of their
+                                    // own; later ones are counted in the next report (0: no limit)
     std::string cupti = "auto";     // OOMSCOPE_CUPTI=auto|on|off: the CUPTI cross-check (auto: on
                                     // unless another subscriber holds CUPTI's one slot)
     std::string cuptiLib;           // OOMSCOPE_CUPTI_LIB: the libcupti to load (default: searched)

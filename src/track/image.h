@@ -96,6 +96,7 @@ struct TrackImage {
     // Memory samples at step boundaries (or periodic ones), oldest first.
     std::vector<report::Step> steps;
     std::string framework;       // the framework adapter attached ("torch"), "" when none
+    std::optional<report::SkippedOoms> skippedOoms;  // OOM episodes that got no report of their own
     std::vector<uint64_t> pools;  // stream-ordered pools the program allocated from explicitly
 
     // What the tracker lost or spent.

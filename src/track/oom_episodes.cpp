@@ -8,6 +8,28 @@ bool OomEpisodes::opens(uint64_t nowNs) noexcept
     return previous == 0 || nowNs - previous > m_windowNs;
 }
 
+bool OomEpisodes::takeReport() noexcept
+{
+    return m_maxReports == 0 || m_reports.fetch_add(1, std::memory_order_acq_rel) < m_maxReports;
+}
+
+void OomEpisodes::skip(report::SkippedOom episode)
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    ++m_skipped.count;
+    m_skipped.maxReports = m_maxReports;
+    if (m_skipped.episodes.size() < report::SkippedOoms::kKept)
+        m_skipped.episodes.push_back(std::move(episode));
+}
+
+std::optional<report::SkippedOoms> OomEpisodes::skipped() const
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    if (m_skipped.count == 0)
+        return std::nullopt;
+    return m_skipped;
+}
+
 void OomEpisodes::attachFramework(const std::string& name, bool reportsOom)
 {
     std::lock_guard<std::mutex> lock(m_mutex);

@@ -65,7 +65,7 @@ Recorder::Recorder(FlightFile* flight)
     : m_flight(flight),
       m_ring(flight ? flight->ringCapacity() : Config::get().ringEvents, flight ? flight->ringMemory() : nullptr),
       m_counters(flight ? flight->counters() : nullptr),
-      m_episodes(uint64_t(Config::get().oomEpisodeMs) * 1000000ull),
+      m_episodes(uint64_t(Config::get().oomEpisodeMs) * 1000000ull, Config::get().maxOomReports),
       m_steps(uint64_t(Config::get().sampleMs) * 1000000ull),
       m_stackDepth(Config::get().stackDepth)
 {
@@ -242,6 +242,12 @@ void Recorder::openEpisode(const Allocation& alloc, int error)
     }
     if (!fresh)
         return;  // the same episode
+    if (!m_episodes.takeReport()) {
+        const char* api = m_apis.name(alloc.api);
+        m_episodes.skip(report::SkippedOom{eventNs(), alloc.device, api ? api : "unknown", alloc.size});
+        m_episodes.reported(eventNs());
+        return;
+    }
     TriggerInfo trigger;
     trigger.kind = report::TriggerKind::Oom;
     trigger.failed = alloc;
@@ -292,6 +298,12 @@ void Recorder::attachPythonFrames(uint64_t address, const std::vector<PythonFram
 std::string Recorder::frameworkOom(const FrameworkState& state, int device, uint64_t requested)
 {
     markProcessActive();
+    if (!m_episodes.takeReport()) {
+        m_episodes.takeFirstFailure(eventNs());  // this episode's, spent
+        m_episodes.skip(report::SkippedOom{eventNs(), device, state.name, requested});
+        m_episodes.reported(eventNs());
+        return {};
+    }
     for (const auto& [address, frames] : state.allocationFrames)
         attachPythonFrames(address, frames);
     TriggerInfo trigger;

@@ -114,6 +114,8 @@ public:
 
     // ---- Framework adapters (the PyTorch adapter).
     void attachFramework(const std::string& name, bool reportsOom) { m_episodes.attachFramework(name, reportsOom); }
+    // Whether the next OOM episode gets a report of its own (OOMSCOPE_MAX_OOM_REPORTS).
+    bool oomReportWanted() const noexcept { return m_episodes.reportLeft(); }
     // The framework raised an out-of-memory error (with or without a failing CUDA call): its
     // report, with the framework's view. Returns the path.
     std::string frameworkOom(const FrameworkState& state, int device, uint64_t requested);

@@ -62,6 +62,7 @@ TrackImage Recorder::snapshot() const
     image.counters = m_counters.snapshot();
     image.steps = m_steps.steps();
     image.framework = m_episodes.framework();
+    image.skippedOoms = m_episodes.skipped();
     for (const auto& slot : m_pools) {
         if (const uint64_t pool = slot.load(std::memory_order_relaxed))
             image.pools.push_back(pool);

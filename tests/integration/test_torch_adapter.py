@@ -75,6 +75,19 @@ def test_the_out_of_memory_error_names_its_report(build, tmp_path):
     assert len(r.reports["oom"]) == 2
 
 
+def test_past_the_report_limit_the_adapter_only_counts(build, tmp_path):
+    r, facts = run(build, tmp_path, "catch", OOMSCOPE_OOM_EPISODE_MS="0", OOMSCOPE_MAX_OOM_REPORTS="3")
+    assert facts["caught"] == 12
+    assert r.count("oom") == 3, r.reports
+    # PyTorch's snapshot (the costly part of an OOM report) taken for the three reports only.
+    assert facts["snapshots"] == 3
+    skipped = t.load(r.reports["exit"][0])["skipped_ooms"]
+    assert skipped["count"] == 9 and skipped["max_reports"] == 3
+    assert {e["api"] for e in skipped["episodes"]} == {"torch"}
+    assert {e["requested_bytes"] for e in skipped["episodes"]} == {700 * MiB}
+    assert skipped["largest_success_after_bytes"] == 100 * MiB
+
+
 def test_the_oom_stack_ends_in_the_programs_line(build, tmp_path):
     # The observer runs with the GIL held: the trigger's stack has the line that asked.
     r, _ = run(build, tmp_path, "oom")

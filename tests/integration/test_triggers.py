@@ -199,3 +199,32 @@ def test_exec_children_using_cuda_write_their_own_reports(build, tmp_path):
     pids = {t.load(p)["process"]["pid"] for p in reports["exit"]}
     cmds = {t.load(p)["process"]["cmdline"][0] for p in reports["exit"]}
     assert len(pids) == 2 and cmds == {prog}
+
+
+def test_a_program_that_catches_its_ooms_gets_the_first_reports_and_a_count_of_the_rest(build, tmp_path):
+    # A batch-size finder: 50 tries, each failure its own episode (a window of 0 ms). The first 8
+    # get a report (OOMSCOPE_MAX_OOM_REPORTS' default); the rest are counted in the exit report.
+    run = build.preloaded([build.program("alloc_modes"), "binsearch"], str(tmp_path), OOMSCOPE_OOM_EPISODE_MS="0")
+    assert run.returncode == 0, run.stderr
+    failures, best = (int(w) for w in run.stdout.split("failures ")[1].split(" best "))
+    assert failures > 8
+    reports = t.reports_in(str(tmp_path))
+    assert len(reports["oom"]) == 8, reports
+    exit_report = t.load(reports["exit"][0])
+    skipped = exit_report["skipped_ooms"]
+    assert skipped["count"] == failures - 8 and skipped["max_reports"] == 8
+    assert len(skipped["episodes"]) == failures - 8
+    assert all(e["api"] == "cudaMalloc" and e["requested_bytes"] > best for e in skipped["episodes"])
+    assert skipped["largest_success_after_bytes"] == best
+    for oom in reports["oom"]:
+        assert "skipped_ooms" not in t.load(oom)  # the first eight: nothing skipped before them
+    view = subprocess.run([build.oomscope, "report", reports["exit"][0], "--color", "never"], capture_output=True,
+                          text=True, timeout=60)
+    assert f"{failures - 8} more out-of-memory" in view.stdout, view.stdout
+    # OOMSCOPE_MAX_OOM_REPORTS=0: no limit, a report each.
+    out = tmp_path / "all"
+    out.mkdir()
+    run = build.preloaded([build.program("alloc_modes"), "binsearch"], str(out), OOMSCOPE_OOM_EPISODE_MS="0",
+                          OOMSCOPE_MAX_OOM_REPORTS="0")
+    reports = t.reports_in(str(out))
+    assert len(reports["oom"]) == failures and "skipped_ooms" not in t.load(reports["exit"][0])

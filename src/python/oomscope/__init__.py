@@ -33,6 +33,8 @@ def _native():
             process.oomscope_mark.argtypes = [ctypes.c_char_p]
             process.oomscope_framework_attach.restype = ctypes.c_int
             process.oomscope_framework_attach.argtypes = [ctypes.c_char_p, ctypes.c_int]
+            process.oomscope_oom_report_wanted.restype = ctypes.c_int
+            process.oomscope_oom_report_wanted.argtypes = []
             process.oomscope_framework_oom.restype = ctypes.c_char_p
             process.oomscope_framework_oom.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_ulonglong, ctypes.c_char_p]
             _lib = process

@@ -174,7 +174,10 @@ def _on_oom(device, alloc, device_allocated, device_free):
     try:
         lib = _lib()
         if lib is not None:
-            path = lib.oomscope_framework_oom(b"torch", int(device), int(alloc), allocator_state(int(device)).encode())
+            # Past OOMSCOPE_MAX_OOM_REPORTS (a program that catches OOMs on purpose) the episode is
+            # only counted: PyTorch's snapshot, the costly part, is not taken.
+            state = allocator_state(int(device)).encode() if lib.oomscope_oom_report_wanted() else None
+            path = lib.oomscope_framework_oom(b"torch", int(device), int(alloc), state)
             if path:
                 _name_report_in_the_exception(os.fsdecode(path))
     except Exception as e:

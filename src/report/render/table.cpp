@@ -331,6 +331,30 @@ void renderCoverage(const Report& r, const RenderOptions& o, const Style& s, std
 
 } // namespace
 
+namespace {
+
+// "42 more out-of-memory errors after the first 8 reports …": a program that catches its OOMs.
+std::string skippedText(const Report& r)
+{
+    const SkippedOoms& s = *r.skippedOoms;
+    std::string text = std::to_string(s.count) + " more out-of-memory " + (s.count == 1 ? "error" : "errors") +
+                       " after the first " + std::to_string(s.maxReports) + " reports (OOMSCOPE_MAX_OOM_REPORTS)";
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (const SkippedOom& e : s.episodes) {
+        lo = std::min(lo, e.requestedBytes.value_or(lo));
+        hi = std::max(hi, e.requestedBytes.value_or(0));
+    }
+    if (hi > 0)
+        text += ": requests of " + formatBytes(lo) + (lo == hi ? "" : " to " + formatBytes(hi));
+    if (!s.episodes.empty() && r.process.startNs > 0 && s.episodes.front().timeNs >= r.process.startNs)
+        text += ", from " + formatSeconds(s.episodes.front().timeNs - r.process.startNs);
+    if (s.largestSuccessAfterBytes)
+        text += "; the largest allocation that succeeded after them: " + formatBytes(*s.largestSuccessAfterBytes);
+    return text;
+}
+
+} // namespace
+
 Headline headline(const Report& r)
 {
     Headline h;
@@ -364,6 +388,8 @@ Headline headline(const Report& r)
     h.facts.emplace_back("process", process + ": " + joinCmdline(p.cmdline));
     if (p.startNs > 0 && t.timeNs >= p.startNs)
         h.facts.emplace_back("when", formatSeconds(t.timeNs - p.startNs) + " after the process started");
+    if (r.skippedOoms)
+        h.facts.emplace_back("skipped", skippedText(r));
     return h;
 }
 

@@ -14,11 +14,15 @@
 //            waits (the parent's flight file must survive the child's exit)
 //   retry    fails out of memory, succeeds with small requests, fails again (an allocator's
 //            retry after flushing its cache)
+//   binsearch  a batch-size finder: tries a binary search of request sizes from 64 MiB to
+//            4 GiB on the 1 GiB fake device, catching each out-of-memory error, 50 tries,
+//            then holds the largest that fitted; prints it
 // Output is line-buffered so that a test can wait for "ready" instead of sleeping.
 #include "oomscope/oomscope.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -110,6 +114,30 @@ int main(int argc, char** argv)
         std::printf("aborting\n");
         std::fflush(stdout);
         std::abort();  // SIGABRT from the program itself: a report, then the same death
+    }
+    if (std::strcmp(mode, "binsearch") == 0) {
+        size_t lo = 64 << 20, hi = size_t(4) << 30, best = 0;
+        int failures = 0;
+        for (int i = 0; i < 50; ++i) {
+            const size_t mid = (lo + hi) / 2;
+            void* p = nullptr;
+            if (cudaMalloc(&p, mid) == cudaSuccess) {
+                best = std::max(best, mid);
+                cudaFree(p);
+                lo = mid;
+            } else {
+                ++failures;
+                hi = mid;
+            }
+            if (hi - lo <= (1 << 20)) {  // found: try the two ends again (tries still count)
+                lo = 64 << 20;
+                hi = size_t(4) << 30;
+            }
+        }
+        void* kept = nullptr;
+        cudaMalloc(&kept, best);
+        std::printf("failures %d best %zu\n", failures, best);
+        return 0;
     }
     if (std::strcmp(mode, "retry") == 0) {
         void* p = nullptr;

@@ -53,6 +53,19 @@ def main():
             facts["message"] = str(e)
             facts["notes"] = getattr(e, "__notes__", [])
         del weights
+    elif mode == "catch":
+        # A batch-size finder: twelve OOMs caught, then a size that fits.
+        import torch.cuda.memory as memory
+        weights = allocate_weights(600)
+        facts["caught"] = 0
+        for _ in range(12):
+            try:
+                grow_activations(700)
+            except torch.OutOfMemoryError:
+                facts["caught"] += 1
+        facts["snapshots"] = memory.SNAPSHOTS[0]
+        fits = forward(100)
+        del weights, fits
     elif mode == "twice":
         weights = allocate_weights(600)
         for _ in range(2):
