@@ -8,11 +8,13 @@
 // ends the others with SIGTERM, as torchrun does.
 #include <cuda_runtime_api.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
+#include <poll.h>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -42,6 +44,29 @@ __attribute__((noinline)) cudaError_t last_request(size_t bytes)
     return e;
 }
 
+// One line from stdin, each byte awaited in poll(2): under TSan a signal that arrives in a
+// blocking call is handled at once only when TSan treats the call as blocking, which it does
+// for poll and not for read (nor for stdio's read inside libc), so the launcher's SIGTERM would
+// otherwise wait for input that never comes.
+bool read_line(std::string& line)
+{
+    for (;;) {
+        pollfd in{0, POLLIN, 0};
+        if (poll(&in, 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        char c = 0;
+        const ssize_t n = read(0, &c, 1);
+        if (n != 1)
+            return !line.empty();
+        if (c == '\n')
+            return true;
+        line += c;
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -66,7 +91,7 @@ int main(int argc, char** argv)
     std::printf("ready\n");
     std::fflush(stdout);
     std::string line;
-    if (!std::getline(std::cin, line) || line != "go")
+    if (!read_line(line) || line != "go")
         return 0;
     if (last_request(request) != cudaSuccess) {
         std::printf("out of memory\n");
