@@ -56,6 +56,7 @@ public:
     report::Report build()
     {
         m_r.tool.version = OOMSCOPE_VERSION;
+        m_r.analysis = "not run";  // leaks and diagnosis: filled when the report is read
         m_r.tool.options = m_image.options;
         m_r.process = m_image.process;
         m_r.devices = m_facts.devices;

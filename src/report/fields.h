@@ -337,6 +337,7 @@ OOMSCOPE_DESCRIBE(Report)
     v("steps", x.steps, kFirst);
     v("leaks", x.leaks, kFirst);
     v("diagnosis", x.diagnosis, kFirst);
+    v("analysis", AbsentWhenEmpty{x.analysis}, kRound3);
     v("stacks", x.stacks, kFirst);
     v("modules", x.modules, kFirst);
     v("capture", x.capture, kFirst);

@@ -352,6 +352,10 @@ struct Report {
     std::vector<Step> steps;
     std::vector<Leak> leaks;
     std::vector<Diagnosis> diagnosis;
+    // Who filled leaks and diagnosis: "not run" in the preload's own files (the analysis runs
+    // when a report is read: oomscope report), "oomscope X.Y.Z" in `report --format json`'s
+    // output; absent in reports older than revision 3.
+    std::optional<std::string> analysis;
     std::optional<SkippedOoms> skippedOoms;  // absent until an OOM episode went without a report
     std::vector<Stack> stacks;
     std::vector<Module> modules;

@@ -124,6 +124,41 @@ def test_error_exitcode_tells_findings_from_the_programs_failure(build, tmp_path
         assert r.returncode == 2 and r.stderr.count("\n") == 1, (bad, r.stderr)
 
 
+def test_the_analysis_comes_as_json_for_scripts_and_dashboards(build, tmp_path):
+    import json
+    jsonschema = __import__("jsonschema")
+    with open(os.path.join(build.source, "docs", "report.schema.json")) as f:
+        schema = json.load(f)
+    _, leaky = step_loop(build, tmp_path, "leaky", 40)
+    raw = t.load(leaky[0])
+    # The preload's own file says that nobody analysed it yet, instead of an empty verdict.
+    assert raw["analysis"] == "not run" and raw["leaks"] == [] and raw["diagnosis"] == []
+    r = oomscope(build, "report", leaky[0], "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, schema)
+    assert doc["analysis"].startswith("oomscope ")
+    assert doc["leaks"] and doc["diagnosis"], doc["leaks"]
+    assert any("keep_step_history" in json.dumps(leak) for leak in doc["leaks"]), doc["leaks"]
+    # The analysed document reads back as a report: the text view of it says the same.
+    analysed = tmp_path / "analysed.json"
+    analysed.write_text(r.stdout)
+    assert oomscope(build, "report", str(analysed)).stdout == oomscope(build, "report", leaky[0]).stdout
+    # check --format json: the verdicts, the failed rule named.
+    _, steady = step_loop(build, tmp_path, "steady", 40)
+    c = oomscope(build, "check", steady[0], leaky[0], "--format", "json")
+    assert c.returncode == 1, c.stderr
+    verdicts = json.loads(c.stdout)
+    assert verdicts["passed"] is False
+    by_name = {rep["name"]: rep for rep in verdicts["reports"]}
+    assert by_name[steady[0]]["passed"] is True and by_name[leaky[0]]["passed"] is False
+    [failed] = [res for res in by_name[leaky[0]]["results"] if not res["passed"]]
+    assert failed["rule"] == "leak" and any("keep_step_history" in d for d in failed["details"]), failed
+    # A set of reports has no single JSON document: said, status 2.
+    r = oomscope(build, "report", str(tmp_path / "leaky"), str(tmp_path / "steady"), "--format", "json")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+
+
 def test_diff_sorts_sites_by_growth(build, tmp_path):
     _, leaky = step_loop(build, tmp_path, "leaky", 40)
     _, steady = step_loop(build, tmp_path, "steady", 40)

@@ -1,4 +1,5 @@
 #include "report/analysis/analysis.h"
+#include "report/analysis/diagnosis.h"
 
 #include "report/format.h"
 
@@ -6,6 +7,10 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+
+#ifndef OOMSCOPE_VERSION
+#define OOMSCOPE_VERSION "0.0.0"
+#endif
 
 namespace oomscope::report {
 
@@ -193,6 +198,16 @@ std::string stackLabel(const Report& r, const Stack* stack)
         return describeFrame(r, f);
     }
     return describeFrame(r, stack->frames.front());
+}
+
+Report analyzed(const Report& report, const SourceLine& source)
+{
+    Report r = report;
+    const std::vector<LeakFinding> findings = findLeaks(r);
+    r.leaks = leakEntries(r, findings, source);
+    r.diagnosis = diagnose(r, findings, source);
+    r.analysis = std::string("oomscope ") + OOMSCOPE_VERSION;
+    return r;
 }
 
 } // namespace oomscope::report

@@ -2,6 +2,7 @@
 // return.
 #pragma once
 
+#include "report/analysis/leaks.h"
 #include "report/model.h"
 
 #include <cstdint>
@@ -36,6 +37,10 @@ std::string describeFrame(const Report& report, const Frame& frame);
 // A stack in one line, as a site is named: its program frame (file:line function), else its
 // first frame outside the CUDA libraries and oomscope; "(no stack)" for none.
 std::string stackLabel(const Report& report, const Stack* stack);
+
+// The report with its analysis filled in: leaks, diagnosis, and `analysis` naming this oomscope
+// (what `oomscope report --format json` writes: the same document type, for dashboards).
+Report analyzed(const Report& report, const SourceLine& source);
 
 // True when the report carries block stacks at all (PyTorch's history was on).
 bool hasBlockStacks(const Report& report);

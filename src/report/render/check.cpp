@@ -1,6 +1,7 @@
 #include "report/render/check.h"
 
 #include "report/format.h"
+#include "report/json_out.h"
 
 #include <algorithm>
 
@@ -45,6 +46,47 @@ std::string deltaOf(const std::optional<uint64_t>& a, const std::optional<uint64
 bool CheckedReport::passed() const
 {
     return std::all_of(results.begin(), results.end(), [](const CheckResult& c) { return c.passed; });
+}
+
+std::string checkJson(const std::vector<CheckedReport>& reports)
+{
+    JsonOut w;
+    w.beginObject();
+    w.key("passed");
+    w.value(std::all_of(reports.begin(), reports.end(), [](const CheckedReport& r) { return r.passed(); }));
+    w.key("reports");
+    w.beginArray();
+    for (const CheckedReport& r : reports) {
+        w.beginObject();
+        w.key("name");
+        w.value(r.name);
+        w.key("passed");
+        w.value(r.passed());
+        w.key("results");
+        w.beginArray();
+        for (const CheckResult& c : r.results) {
+            w.beginObject();
+            w.key("rule");
+            w.value(c.rule);
+            w.key("passed");
+            w.value(c.passed);
+            w.key("summary");
+            w.value(c.summary);
+            w.key("details");
+            w.beginArray();
+            for (const std::string& d : c.details)
+                w.value(d);
+            w.endArray();
+            w.endObject();
+        }
+        w.endArray();
+        w.endObject();
+    }
+    w.endArray();
+    w.endObject();
+    std::string out = std::move(w.buffer());
+    out += "\n";
+    return out;
 }
 
 void renderCheck(const std::vector<CheckedReport>& reports, std::ostream& out)

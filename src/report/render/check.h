@@ -19,6 +19,10 @@ struct CheckedReport {
 // One block per report, then the verdict line.
 void renderCheck(const std::vector<CheckedReport>& reports, std::ostream& out);
 
+// The verdicts as JSON: {"passed": bool, "reports": [{"name", "passed", "results": [{"rule",
+// "passed", "summary", "details": [...]}]}]}.
+std::string checkJson(const std::vector<CheckedReport>& reports);
+
 // A JUnit XML document: one test suite, a test case per report and rule, a failure element
 // with the evidence for each failed rule.
 std::string junitXml(const std::vector<CheckedReport>& reports);

@@ -73,7 +73,10 @@ int checkReports(const CheckOptions& o)
                                                     report::checkJob(job)});
         }
     }
-    report::renderCheck(checked, std::cout);
+    if (o.format == "json")
+        std::cout << report::checkJson(checked);
+    else
+        report::renderCheck(checked, std::cout);
     std::cout.flush();
     if (!o.junit.empty() && !writeTextFileAtomically(o.junit, report::junitXml(checked), &error)) {
         logError("check: --junit: " + error);
@@ -103,6 +106,8 @@ public:
         addCheckLimits(*c, m_options);
         c->add_option("--baseline", m_options.baseline, "A report to compare the peak with (with --max-growth)");
         c->add_option("--max-growth", m_options.maxGrowth, "Allowed peak growth over the baseline (e.g. 1GiB)");
+        c->add_option("--format", m_options.format, "text, or json: the verdicts as one JSON document")
+            ->check(CLI::IsMember({"text", "json"}));
         return c;
     }
     int run() override { return checkReports(m_options); }

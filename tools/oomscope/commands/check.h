@@ -18,6 +18,7 @@ struct CheckOptions {
     std::string baseline;
     std::string maxGrowth;
     std::string junit;
+    std::string format = "text";  // text or json (the verdicts on stdout)
 };
 
 // The options that `run --check` takes too (limits and the JUnit file).

@@ -3,7 +3,9 @@
 #include "command.h"
 #include "report_set.h"
 
+#include "report/analysis/analysis.h"
 #include "report/json_reader.h"
+#include "report/json_writer.h"
 #include "report/render/job_table.h"
 #include "report/render/table.h"
 
@@ -33,6 +35,10 @@ public:
         c->add_flag("--native", m_render.nativeFrames, "Show every native frame of stacks that have Python frames");
         c->add_option("--color", m_color, "Colour: auto (on a terminal), always or never")
             ->check(CLI::IsMember({"auto", "always", "never"}));
+        c->add_option("--format", m_format,
+                      "text (tables), or json: the report with its analysis filled in (leaks, diagnosis), "
+                      "valid against the report schema")
+            ->check(CLI::IsMember({"text", "json"}));
         return c;
     }
     int run() override
@@ -46,7 +52,13 @@ public:
                 logError(error);
                 return kExitUsage;
             }
-            report::renderReport(r, m_render, std::cout);
+            if (m_format == "json")
+                std::cout << report::reportToJson(report::analyzed(r, m_render.source)) << "\n";
+            else
+                report::renderReport(r, m_render, std::cout);
+        } else if (m_format == "json") {
+            logError("report: --format json takes one report (the job view is text, or html)");
+            return kExitUsage;
         } else {
             ReportSet set;
             if (!loadReportSet(m_files, &set, &error)) {
@@ -64,6 +76,7 @@ public:
 private:
     std::vector<std::string> m_files;
     std::string m_color = "auto";
+    std::string m_format = "text";
     report::RenderOptions m_render;
 };
 
