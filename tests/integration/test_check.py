@@ -169,6 +169,58 @@ def test_diff_sorts_sites_by_growth(build, tmp_path):
     assert "+80.00 MiB" in first_site and "keep_step_history" in first_site, r.stdout
 
 
+CHECKOUT_MAIN = """import ctypes, os
+import mem
+rt = ctypes.CDLL(os.path.join(os.environ["FAKECUDA_LIB"], "libcudart.so.13"))
+kept = []
+def weights():
+    mem.make(32 << 20)
+def buffers():
+    mem.make(16 << 20)
+def activations():
+    p = ctypes.c_void_p()
+    rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(SIZE << 20))  # ACTIVATIONS
+    kept.append(p)
+weights()
+buffers()
+activations()
+"""
+CHECKOUT_MEM = """import ctypes, os
+rt = ctypes.CDLL(os.path.join(os.environ["FAKECUDA_LIB"], "libcudart.so.13"))
+kept = []
+def make(n):
+    p = ctypes.c_void_p()
+    rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n))
+    kept.append(p)
+"""
+
+
+def test_diff_lines_up_two_checkouts_and_shows_only_the_change(build, tmp_path):
+    # CI's case: the baseline's checkout and the change's, in two folders, one line changed.
+    reports = []
+    for name, size in (("baseline", 8), ("change", 24)):
+        src = tmp_path / name / "src" / "proj"
+        (src / "lib").mkdir(parents=True)
+        (src / "train.py").write_text(CHECKOUT_MAIN.replace("SIZE", str(size)))
+        (src / "lib" / "mem.py").write_text(CHECKOUT_MEM)
+        env = dict(build.env(), FAKECUDA_LIB=build.fake_lib, PYTHONPATH=str(src / "lib"))
+        out = tmp_path / name / "out"
+        r = subprocess.run([build.oomscope, "run", "-o", str(out), "--", sys.executable, str(src / "train.py")],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        [report] = out.glob("oomscope-*-exit.json")
+        reports.append(str(report))
+    r = oomscope(build, "diff", *reports)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    start = lines.index("Sites by growth (live bytes at the trigger)") + 2
+    rows = lines[start:]
+    # One row: the changed line, in the change's checkout; the weights and buffers, reached
+    # through mem.make by two callers, line up and are unchanged.
+    assert len(rows) == 1, r.stdout
+    assert "+16.00 MiB" in rows[0] and str(tmp_path / "change" / "src" / "proj" / "train.py") + ":11" in rows[0], r.stdout
+
+
 def run_torch(build, tmp_path, mode, *check_args):
     out = tmp_path / mode
     env = dict(build.env(), PYTHONPATH=FAKE_TORCH, FAKECUDA_LIB=build.fake_lib, FAKECUDA_CAPACITY="1GiB",

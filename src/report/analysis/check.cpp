@@ -2,7 +2,6 @@
 
 #include "report/analysis/analysis.h"
 #include "report/format.h"
-#include "report/analysis/analysis.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 namespace oomscope::report {
 namespace {
@@ -164,6 +164,92 @@ std::vector<CheckResult> checkReport(const Report& r, const CheckOptions& o, con
 
 namespace {
 
+// Where run A's Python files are in run B: two checkouts of one program (CI's baseline and the
+// change), two virtualenvs. Each file of A that B lacks is paired with B's file of the longest
+// common path suffix (a unique one); the folders in front of the suffixes are a prefix pair, and
+// for each prefix of A the pair most files agree on maps A's paths into B's.
+class PathMap {
+public:
+    PathMap(const Report& a, const Report& b)
+    {
+        const std::set<std::string> filesA = pythonFiles(a), filesB = pythonFiles(b);
+        std::map<std::string, std::vector<const std::string*>> byBaseName;
+        for (const std::string& f : filesB)
+            byBaseName[baseName(f)].push_back(&f);
+        std::map<std::string, std::map<std::string, size_t>> votes;
+        for (const std::string& fa : filesA) {
+            if (filesB.count(fa))
+                continue;
+            auto it = byBaseName.find(baseName(fa));
+            if (it == byBaseName.end())
+                continue;
+            size_t best = 0, bestCount = 0;
+            const std::string* match = nullptr;
+            for (const std::string* fb : it->second) {
+                const size_t n = commonSuffix(fa, *fb);
+                if (n > best) {
+                    best = n;
+                    bestCount = 1;
+                    match = fb;
+                } else if (n == best) {
+                    ++bestCount;
+                }
+            }
+            if (!match || bestCount != 1 || best >= fa.size() || best >= match->size())
+                continue;
+            ++votes[fa.substr(0, fa.size() - best)][match->substr(0, match->size() - best)];
+        }
+        for (const auto& [prefixA, candidates] : votes) {
+            const auto top = std::max_element(candidates.begin(), candidates.end(),
+                                              [](const auto& x, const auto& y) { return x.second < y.second; });
+            m_prefixes.emplace_back(prefixA, top->first);
+        }
+        m_filesB = filesB;
+        std::sort(m_prefixes.begin(), m_prefixes.end(),
+                  [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+    }
+
+    // A's path in B's terms; unchanged when B has it too or no prefix fits.
+    std::string map(const std::string& path) const
+    {
+        if (m_prefixes.empty() || m_filesB.count(path))
+            return path;
+        for (const auto& [prefixA, prefixB] : m_prefixes) {
+            if (path.compare(0, prefixA.size(), prefixA) == 0)
+                return prefixB + path.substr(prefixA.size());
+        }
+        return path;
+    }
+
+private:
+    static std::set<std::string> pythonFiles(const Report& r)
+    {
+        std::set<std::string> files;
+        for (const Stack& stack : r.stacks) {
+            for (const Frame& f : stack.frames) {
+                if (f.kind == Frame::Kind::Python && !f.file.empty() && f.file[0] == '/')
+                    files.insert(f.file);
+            }
+        }
+        return files;
+    }
+
+    // Length of the longest common suffix of whole path components (from a '/' on).
+    static size_t commonSuffix(const std::string& x, const std::string& y)
+    {
+        size_t n = 0, whole = 0;
+        while (n < x.size() && n < y.size() && x[x.size() - 1 - n] == y[y.size() - 1 - n]) {
+            ++n;
+            if (x[x.size() - n] == '/')
+                whole = n - 1;  // the suffix after this '/'
+        }
+        return whole;
+    }
+
+    std::vector<std::pair<std::string, std::string>> m_prefixes;  // longest prefix of A first
+    std::set<std::string> m_filesB;
+};
+
 std::string siteKey(const Report& r, const Stack& stack)
 {
     std::string key;
@@ -182,12 +268,22 @@ std::string siteKey(const Report& r, const Stack& stack)
     return key;
 }
 
-
-std::map<std::pair<std::string, int64_t>, std::pair<std::string, uint64_t>> sitesByKey(const Report& r, bool byDevice)
+// Sites by their frames' text (and device): {key: {label, bytes}}; A's paths put in B's terms.
+std::map<std::pair<std::string, int64_t>, std::pair<std::string, uint64_t>> sitesByKey(const Report& r, bool byDevice,
+                                                                                     const PathMap* paths)
 {
     std::map<std::pair<std::string, int64_t>, std::pair<std::string, uint64_t>> out;
+    Stack mapped;
     for (const Site& s : r.sites) {
         const Stack* stack = r.findStack(s.stack);
+        if (stack && paths) {
+            mapped = *stack;
+            for (Frame& f : mapped.frames) {
+                if (f.kind == Frame::Kind::Python)
+                    f.file = paths->map(f.file);
+            }
+            stack = &mapped;
+        }
         auto& entry = out[{stack ? siteKey(r, *stack) : std::string(), byDevice ? s.device : -1}];
         if (entry.first.empty())
             entry.first = stackLabel(r, stack);
@@ -214,8 +310,9 @@ ReportDiff diffReports(const Report& a, const Report& b, bool byDevice)
     }
     for (auto& [device, dd] : devices)
         d.devices.push_back(dd);
-    const auto sitesA = sitesByKey(a, byDevice);
-    const auto sitesB = sitesByKey(b, byDevice);
+    const PathMap paths(a, b);
+    const auto sitesA = sitesByKey(a, byDevice, &paths);
+    const auto sitesB = sitesByKey(b, byDevice, nullptr);
     std::map<std::pair<std::string, int64_t>, SiteDelta> merged;
     for (const auto& [key, v] : sitesA) {
         SiteDelta& s = merged[key];
@@ -230,7 +327,16 @@ ReportDiff diffReports(const Report& a, const Report& b, bool byDevice)
         s.device = key.second;
         s.bytesB = v.second;
     }
+    // Sites that render as the same line (one line reached by several callers) are one row.
+    std::map<std::pair<std::string, int64_t>, SiteDelta> byLabel;
     for (auto& [key, s] : merged) {
+        SiteDelta& row = byLabel[{s.label, s.device}];
+        row.label = s.label;
+        row.device = s.device;
+        row.bytesA += s.bytesA;
+        row.bytesB += s.bytesB;
+    }
+    for (auto& [key, s] : byLabel) {
         if (s.delta() != 0)
             d.sites.push_back(s);
     }

@@ -82,9 +82,11 @@ struct ReportDiff {
 };
 
 // Sites are matched by their frames as text (Python file:line function, native symbol and
-// library), so that two runs of one program line up although their stack ids differ; and by
-// device, unless byDevice is false (two ranks of a job, each on its own device: a site's
-// device is then -1).
+// library), so that two runs of one program line up although their stack ids differ; A's Python
+// paths are first put in B's terms (two checkouts or virtualenvs of one program: the folders in
+// front of the files' longest common path suffixes); and by device, unless byDevice is false
+// (two ranks of a job, each on its own device: a site's device is then -1). Sites that render
+// as the same line are one row.
 ReportDiff diffReports(const Report& a, const Report& b, bool byDevice = true);
 
 } // namespace oomscope::report
