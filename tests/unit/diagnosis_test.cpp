@@ -252,6 +252,23 @@ TEST_CASE("rule cache_churn", "[diagnosis]")
     CHECK(has(diagnose(churn(30, false), {}, nullptr), "cache_churn"));
     CHECK_FALSE(has(diagnose(churn(5, false), {}, nullptr), "cache_churn"));
     CHECK_FALSE(has(diagnose(churn(30, true), {}, nullptr), "cache_churn"));  // the OOM's own flush
+    // Start-up: a burst of 90 allocations and 81 frees (XLA's warm-up), then a long quiet run up
+    // to the exit, is no churn; the same cycles spread over the run are.
+    Report startup = churn(0, false);
+    startup.capture.backends = {"interpose"};
+    const uint16_t alloc = startup.timeline.intern("alloc"), free = startup.timeline.intern("free");
+    for (uint64_t i = 0; i < 90; ++i) {
+        startup.timeline.rows.push_back(TimelineRow{1000 + 10 * i, 0x1000 + i, MiB, 0, 0, 0, 0, 0, alloc, 0});
+        if (i < 81)
+            startup.timeline.rows.push_back(TimelineRow{1005 + 10 * i, 0x1000 + i, MiB, 0, 0, 0, 0, 0, free, 0});
+    }
+    startup.trigger.timeNs = 10'000'000'000;
+    CHECK_FALSE(has(diagnose(startup, {}, nullptr), "cache_churn"));
+    Report spread = startup;
+    for (size_t i = 0; i < spread.timeline.rows.size(); ++i)
+        spread.timeline.rows[i].timeNs = 1000 + uint64_t(i) * 50'000'000;
+    spread.trigger.timeNs = spread.timeline.rows.back().timeNs + 1;
+    CHECK(has(diagnose(spread, {}, nullptr), "cache_churn"));
 }
 
 TEST_CASE("leaks: steady growth after warm-up is found, with bytes per step", "[diagnosis][leaks]")
@@ -327,6 +344,15 @@ TEST_CASE("leaks: memory never freed at exit, only without a caching allocator",
     r.capture.backends.clear();
     r.trigger.kind = TriggerKind::Oom;
     CHECK(findLeaks(r).empty());
+    // A library's workspace kept until exit (cuBLAS's, in a JAX program) is no leak; the
+    // program's own allocation next to it still is.
+    r.trigger.kind = TriggerKind::Exit;
+    addStack(r, 4, {});
+    r.stacks.back().source = Source::Cublas;
+    r.sites.push_back(Site{4, 0, MemKind::Device, 1, 64 * MiB, 0, 0});
+    leaks = findLeaks(r);
+    REQUIRE(leaks.size() == 1);
+    CHECK(leaks[0].stack == 3u);
 }
 
 TEST_CASE("leaks are blamed on the line that keeps them, with its pattern", "[diagnosis][leaks]")

@@ -263,31 +263,44 @@ void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const So
 void churnRule(const Report& r, std::vector<Diagnosis>& out)
 {
     // Up to the first failed allocation: what follows is the OOM's own cache flush.
+    size_t end = 0;
+    while (end < r.timeline.rows.size() && r.timeline.name(r.timeline.rows[end].kind) != "alloc_failed")
+        ++end;
+    if (end == 0)
+        return;
+    // Churn persists: start-up (module loading, autotuning scratch, a JIT's warm-up) allocates
+    // and frees in a burst and is done. Counted over the later half of the run up to the first
+    // failure, or to the trigger when nothing failed (an exit long after a start-up burst).
+    const uint64_t first = r.timeline.rows.front().timeNs;
+    uint64_t last = r.timeline.rows[end - 1].timeNs;
+    if (end == r.timeline.rows.size() && r.trigger.timeNs > last)
+        last = r.trigger.timeNs;
+    const uint64_t later = first + (last - first) / 2;
     uint64_t allocs = 0, frees = 0;
-    for (const TimelineRow& row : r.timeline.rows) {
-        const std::string& kind = r.timeline.name(row.kind);
-        if (kind == "alloc_failed")
-            break;
-        if (row.device < 0)
+    for (size_t i = 0; i < end; ++i) {
+        const TimelineRow& row = r.timeline.rows[i];
+        if (row.device < 0 || row.timeNs < later)
             continue;
+        const std::string& kind = r.timeline.name(row.kind);
         allocs += kind == "alloc" ? 1 : 0;
         frees += kind == "free" ? 1 : 0;
     }
-    if (frees < 20 || frees * 4 < allocs)
+    if (frees < 10 || frees * 4 < allocs)
         return;
     const bool torch = r.trigger.framework || std::find(r.capture.backends.begin(), r.capture.backends.end(),
                                                         "torch") != r.capture.backends.end();
     if (torch)
         out.push_back({"cache_churn", Severity::Warning,
                        std::to_string(frees) + " segments given back to CUDA and " + std::to_string(allocs) +
-                           " taken in the timeline: PyTorch's cache is being emptied and refilled (each cudaFree "
+                           " taken in the later half of the run: PyTorch's cache is being emptied and refilled (each cudaFree "
                            "synchronizes the device)",
                        "remove torch.cuda.empty_cache() from the step loop, or call it rarely; "
                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
     else
         out.push_back({"cache_churn", Severity::Warning,
                        std::to_string(allocs) + " allocations and " + std::to_string(frees) +
-                           " frees of device memory in the timeline (each cudaFree synchronizes the device)",
+                           " frees of device memory in the later half of the run (each cudaFree synchronizes the "
+                           "device)",
                        "reuse buffers across iterations, or allocate stream-ordered (cudaMallocAsync) from a pool"});
 }
 

@@ -1,8 +1,8 @@
 #include "report/analysis/leaks.h"
 
 #include "report/analysis/analysis.h"
+#include "report/analysis/memory_over_time.h"
 #include "report/format.h"
-#include "report/analysis/analysis.h"
 
 #include <algorithm>
 #include <map>
@@ -188,6 +188,12 @@ void exitLeaks(const Report& r, const LeakOptions& o, std::vector<LeakFinding>& 
     }
     for (const Site& s : r.sites) {
         if (s.bytes < o.minBytes || seen.count(s.stack))
+            continue;
+        // Libraries keep their workspaces and pools until exit by design (cuBLAS/cuBLASLt and
+        // cuDNN handles, NCCL's buffers, XLA's and CuPy's pools, PyTorch's cache): only the
+        // program's own allocations can be forgotten. (Growth across steps is found above,
+        // whoever allocates.)
+        if (stackSource(r, s.stack) != Source::Other)
             continue;
         LeakFinding f;
         f.level = LeakLevel::Exit;
