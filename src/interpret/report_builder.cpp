@@ -70,6 +70,7 @@ public:
         addTimeline();
         addStacks();
         attributeBySource();
+        addPeaks();
         addCapture();
         return std::move(m_r);
     }
@@ -82,6 +83,7 @@ private:
     void addTimeline();
     void addStacks();
     void attributeBySource();
+    void addPeaks();
     void addCapture();
     std::set<uint32_t> referencedStacks() const;
     uint32_t textStack(const std::vector<track::PythonFrameText>& frames);
@@ -264,6 +266,10 @@ std::set<uint32_t> Builder::referencedStacks() const
         for (const report::MissedAllocation& m : m_facts.capture.coverage->missedAllocations)
             referenced.insert(m.stack);
     }
+    for (const track::PeakSites& p : m_image.peaks) {
+        for (const auto& [stack, bytes] : p.stacks)
+            referenced.insert(stack);
+    }
     referenced.erase(0);
     return referenced;
 }
@@ -351,6 +357,39 @@ void Builder::attributeBySource()
     for (report::MemoryRow& row : m_r.memory) {
         if (row.untrackedBytes)
             row.bySource[Source::Untracked] = *row.untrackedBytes;
+    }
+}
+
+// Each device's peak composition: by source as the row's by_source (the stacks beyond the
+// tracker's largest count as other), the largest sites, and the framework's own peak
+// allocated from the last step sample that has it.
+void Builder::addPeaks()
+{
+    constexpr size_t kSites = 10;
+    for (const track::PeakSites& p : m_image.peaks) {
+        auto row = std::find_if(m_r.memory.begin(), m_r.memory.end(),
+                                [&](const report::MemoryRow& r) { return r.device == p.device; });
+        if (row == m_r.memory.end() || p.bytes == 0)
+            continue;
+        report::PeakComposition c;
+        c.bytes = p.bytes;
+        c.timeNs = p.timeNs;
+        for (Source source : report::kLibrarySources)
+            c.bySource[source] = 0;
+        for (const auto& [stack, bytes] : p.stacks) {
+            auto it = m_sourceOfStack.find(stack);
+            c.bySource[it == m_sourceOfStack.end() ? Source::Other : it->second] += bytes;
+            if (c.sites.size() < kSites)
+                c.sites.push_back(report::PeakSite{stack, bytes});
+        }
+        c.bySource[Source::Other] += p.otherBytes;
+        for (auto step = m_image.steps.rbegin(); step != m_image.steps.rend() && !c.allocatedBytes; ++step) {
+            for (const report::StepDevice& d : step->devices) {
+                if (d.device == p.device && d.peakAllocatedBytes)
+                    c.allocatedBytes = d.peakAllocatedBytes;
+            }
+        }
+        row->peak = std::move(c);
     }
 }
 

@@ -31,7 +31,8 @@ namespace oomscope::report::fields {
 inline constexpr int kFirst = 0;   // the first v1 fixtures
 inline constexpr int kRound1 = 1;  // pools, step sites and samples, allocator counters, CUPTI coverage
 inline constexpr int kRound2 = 2;  // the timeline's handle column, a stack's source
-inline constexpr int kRound3 = 3;  // a process's job identity, a device's context, skipped OOMs
+inline constexpr int kRound3 = 3;  // a process's job identity, a device's context, skipped OOMs,
+                                   // the analysis marker, the peak's composition
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -140,6 +141,22 @@ OOMSCOPE_DESCRIBE(MemoryRow)
     v("untracked_bytes", x.untrackedBytes, kFirst);
     v("by_source", x.bySource, kFirst);
     v("by_kind", x.byKind, kFirst);
+    v("peak", AbsentWhenEmpty{x.peak}, kRound3);
+}
+
+OOMSCOPE_DESCRIBE(PeakSite)
+{
+    v("stack", x.stack, kFirst);
+    v("bytes", x.bytes, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(PeakComposition)
+{
+    v("bytes", x.bytes, kFirst);
+    v("time_ns", x.timeNs, kFirst);
+    v("by_source", x.bySource, kFirst);
+    v("sites", x.sites, kFirst);
+    v("allocated_bytes", AbsentWhenEmpty{x.allocatedBytes}, kFirst);
 }
 
 OOMSCOPE_DESCRIBE(Block)

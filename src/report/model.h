@@ -75,6 +75,25 @@ struct Device {
     bool operator==(const Device&) const = default;
 };
 
+// What held a device's memory at its peak: taken by the tracker when the peak had grown by 1 %
+// (at least 4 MiB) since the last time, so within 1 % of the peak itself.
+struct PeakSite {
+    uint32_t stack = 0;
+    uint64_t bytes = 0;
+
+    bool operator==(const PeakSite&) const = default;
+};
+
+struct PeakComposition {
+    uint64_t bytes = 0;   // tracked device bytes live then
+    uint64_t timeNs = 0;
+    std::map<Source, uint64_t> bySource;  // the same split as the row's by_source (no untracked)
+    std::vector<PeakSite> sites;          // largest first, at most 10
+    std::optional<uint64_t> allocatedBytes;  // the framework's own peak allocated (the last step sample's)
+
+    bool operator==(const PeakComposition&) const = default;
+};
+
 struct MemoryRow {
     int64_t device = 0;
     uint64_t trackedBytes = 0;       // live device memory seen by capture
@@ -86,6 +105,7 @@ struct MemoryRow {
     std::optional<uint64_t> untrackedBytes;         // driver used − tracked; null without driver view
     std::map<Source, uint64_t> bySource;            // device memory by the library that asked, + untracked
     std::map<MemKind, uint64_t> byKind;             // live bytes by memory kind
+    std::optional<PeakComposition> peak;            // absent where the tracker kept none
 
     bool operator==(const MemoryRow&) const = default;
 };

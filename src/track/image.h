@@ -66,6 +66,17 @@ struct DeviceCounters {
     uint64_t tracked() const { return bytes[size_t(MemKind::Device)]; }
 };
 
+// What held one device's memory at its peak: the live bytes by stack when the tracker last
+// saw the peak grow by 1 % (at least 4 MiB), the largest kStacks stacks and the rest.
+struct PeakSites {
+    static constexpr size_t kStacks = 64;
+    int device = -1;
+    uint64_t bytes = 0;   // live device bytes then
+    uint64_t timeNs = 0;
+    std::vector<std::pair<uint32_t, uint64_t>> stacks;  // stack id, live bytes; largest first
+    uint64_t otherBytes = 0;                             // of the stacks beyond those
+};
+
 // What wrote the report, and what it knows that the tracker does not.
 struct TrackImage {
     uint64_t timeNs = 0;  // when it was taken (the event clock)
@@ -86,6 +97,7 @@ struct TrackImage {
     // Per device; empty when the producer kept none (a flight file before counters): the
     // builder then adds up `live`, and the peak is at least what is live.
     std::vector<DeviceCounters> counters;
+    std::vector<PeakSites> peaks;  // per device that held memory; empty where none was kept
 
     // Names. apiNames[id] is the name of ApiId id ("unknown" for 0 and gaps).
     std::vector<std::string> apiNames;

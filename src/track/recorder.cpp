@@ -180,6 +180,8 @@ void Recorder::recordAlloc(const Allocation& alloc) noexcept
         [[fallthrough]];
     case LiveMap::InsertResult::Inserted:
         m_counters.add(alloc.device, alloc.kind, int64_t(alloc.size));
+        if (alloc.kind == MemKind::Device)
+            notePeak(alloc.device);
         break;
     case LiveMap::InsertResult::Refused:
         break;
@@ -381,14 +383,60 @@ void Recorder::recordVmmCreate(const Allocation& alloc) noexcept
     LiveAllocation entry = liveEntry(alloc, eventNs());
     entry.address = alloc.handle;  // the VMM table knows physical memory by its handle
     try {
-        if (m_vmm.create(entry))
+        if (m_vmm.create(entry)) {
             m_counters.add(alloc.device, alloc.kind, int64_t(alloc.size));
+            if (alloc.kind == MemKind::Device)
+                notePeak(alloc.device);
+        }
     } catch (...) {
         return;
     }
     Event e = Event::alloc(alloc);
     e.timeNs = entry.timeNs;
     push(e);
+}
+
+// Cold: at most ~100 times on the way to 400 MiB, then once per 1 % of growth (some 600 more
+// up to 141 GB), each a copy of the live tables.
+__attribute__((noinline, cold)) void Recorder::takePeakSites(int device) noexcept
+{
+    std::unique_lock<SpinLock> lock(m_peakLock, std::try_to_lock);
+    if (!lock.owns_lock())
+        return;  // another thread is taking one: this device's turn comes at its next allocation
+    const uint64_t peak = m_counters.peak(device);
+    if (peak < m_peakNext[device].load(std::memory_order_relaxed))
+        return;
+    m_peakNext[device].store(peak + std::max(peak / 100, kPeakStep), std::memory_order_relaxed);
+    try {
+        std::vector<std::pair<uint32_t, uint64_t>> stacks;
+        PeakSites p;
+        p.device = device;
+        p.timeNs = eventNs();
+        for (const LiveAllocation& a : liveAllocations()) {
+            if (a.device != device || a.memKind != MemKind::Device)
+                continue;
+            p.bytes += a.size;
+            stacks.emplace_back(a.stack, a.size);
+        }
+        std::sort(stacks.begin(), stacks.end());
+        for (const auto& [stack, bytes] : stacks) {
+            if (!p.stacks.empty() && p.stacks.back().first == stack)
+                p.stacks.back().second += bytes;
+            else
+                p.stacks.emplace_back(stack, bytes);
+        }
+        std::sort(p.stacks.begin(), p.stacks.end(), [](const auto& a, const auto& b) {
+            return a.second != b.second ? a.second > b.second : a.first < b.first;
+        });
+        for (size_t i = PeakSites::kStacks; i < p.stacks.size(); ++i)
+            p.otherBytes += p.stacks[i].second;
+        if (p.stacks.size() > PeakSites::kStacks)
+            p.stacks.resize(PeakSites::kStacks);
+        if (m_peakSites.size() <= size_t(device))
+            m_peakSites.resize(size_t(device) + 1);
+        m_peakSites[size_t(device)] = std::move(p);
+    } catch (...) {
+    }
 }
 
 void Recorder::vmmEnded(ApiId api, const LiveAllocation& ended) noexcept
@@ -464,6 +512,7 @@ std::string Recorder::dump(const TriggerInfo& trigger)
 void Recorder::lockAllForFork() noexcept
 {
     m_dumpMutex.lock();
+    m_peakLock.lock();
     m_live.lockAll();
     m_vmm.lockForFork();
     m_stacks.lockAll();
@@ -478,6 +527,7 @@ void Recorder::unlockAllAfterFork() noexcept
     m_stacks.unlockAll();
     m_vmm.unlockAfterFork();
     m_live.unlockAll();
+    m_peakLock.unlock();
     m_dumpMutex.unlock();
 }
 
@@ -488,6 +538,7 @@ void Recorder::unlockAllInChild() noexcept
     m_stacks.unlockAll();
     m_vmm.unlockAfterFork();
     m_live.unlockAll();
+    m_peakLock.unlock();
     // A recursive mutex knows its owner by thread id, and the child's thread has a new one:
     // unlocking fails (EPERM) and the child's first dump hung at exit. A fresh mutex instead.
     new (&m_dumpMutex) std::recursive_mutex();

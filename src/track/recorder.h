@@ -18,6 +18,7 @@
 #include "track/live_map.h"
 #include "track/oom_episodes.h"
 #include "track/ring_buffer.h"
+#include "track/spin_lock.h"
 #include "track/stack_table.h"
 #include "track/step_sampler.h"
 #include "track/trigger_info.h"
@@ -163,6 +164,17 @@ private:
     StackId internPythonFrames(const std::vector<PythonFrameText>& frames, std::vector<uint64_t> nativeFront = {});
     void vmmEnded(ApiId api, const LiveAllocation& ended) noexcept;
     std::vector<LiveAllocation> liveAllocations() const;
+    // After device memory grew: the peak's composition, when the device's peak has grown by 1 %
+    // (at least kPeakStep) since the last one. One load and a compare otherwise.
+    void notePeak(int device) noexcept
+    {
+        if (device < 0 || device >= LiveCounters::kMaxDevices)
+            return;
+        if (__builtin_expect(m_counters.peak(device) < m_peakNext[device].load(std::memory_order_relaxed), 1))
+            return;
+        takePeakSites(device);
+    }
+    void takePeakSites(int device) noexcept;
 
     class FlightFile* const m_flight;
     RingBuffer m_ring;
@@ -184,6 +196,12 @@ private:
     static constexpr size_t kMaxPools = 64;
     std::atomic<uint64_t> m_pools[kMaxPools] = {};
     std::recursive_mutex m_dumpMutex;
+    // The peak's composition per device (notePeak): the peak at which the next one is taken,
+    // and the last one, under m_peakLock (tried, never waited for, on the allocation path).
+    static constexpr uint64_t kPeakStep = uint64_t(4) << 20;
+    std::atomic<uint64_t> m_peakNext[LiveCounters::kMaxDevices] = {};
+    mutable SpinLock m_peakLock;
+    std::vector<PeakSites> m_peakSites;
 };
 
 } // namespace oomscope::track

@@ -60,6 +60,13 @@ TrackImage Recorder::snapshot() const
     image.live = liveAllocations();
     image.mappings = m_vmm.mappings();
     image.counters = m_counters.snapshot();
+    {
+        std::lock_guard<SpinLock> lock(m_peakLock);
+        for (const PeakSites& p : m_peakSites) {
+            if (p.device >= 0)
+                image.peaks.push_back(p);
+        }
+    }
     image.steps = m_steps.steps();
     image.framework = m_episodes.framework();
     image.skippedOoms = m_episodes.skipped();

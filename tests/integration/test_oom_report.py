@@ -125,3 +125,43 @@ def test_cli_renders_the_oom_report(build, tmp_path):
     header = [l for l in text.splitlines() if l.strip().startswith("device  name")][0]
     for column in ("tracked", "untracked", "free", "total"):
         assert column in header
+
+
+PEAK_PROGRAM = """import ctypes, os
+rt = ctypes.CDLL(os.path.join(os.environ["FAKECUDA_LIB"], "libcudart.so.13"))
+kept = []
+def weights():
+    p = ctypes.c_void_p()
+    rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(32 << 20))
+    kept.append(p)
+def activations():
+    ps = []
+    for i in range(8):
+        p = ctypes.c_void_p()
+        rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(32 << 20))  # THE-PEAK
+        ps.append(p)
+    for p in ps:
+        rt.cudaFree(p)
+weights()
+activations()
+"""
+
+
+def test_the_exit_report_names_what_made_the_peak_although_it_was_freed(build, tmp_path):
+    script = tmp_path / "peak.py"
+    script.write_text(PEAK_PROGRAM)
+    import sys
+    r = t.run_oomscope(build.oomscope, [sys.executable, str(script)], str(tmp_path / "out"),
+                       env={"FAKECUDA_LIB": build.fake_lib})
+    assert r.returncode == 0, r.stderr
+    rep = r.only("exit")
+    [row] = rep["memory"]
+    assert row["tracked_bytes"] == 32 * MiB and row["peak_tracked_bytes"] == 288 * MiB
+    peak = row["peak"]
+    assert peak["bytes"] == 288 * MiB and peak["by_source"]["other"] == 288 * MiB
+    top = peak["sites"][0]
+    assert top["bytes"] == 256 * MiB
+    python = [f for f in t.stack(rep, top["stack"])["frames"] if f["kind"] == "python"]
+    assert python[0]["function"] == "activations" and python[0]["line"] == 12, python
+    text = subprocess.run([build.oomscope, "report", r.reports["exit"][0]], capture_output=True, text=True).stdout
+    assert "At the peak" in text and f"256.00 MiB  {script}:12 activations" in text, text

@@ -262,3 +262,44 @@ TEST_CASE("with a framework attached, another library's out-of-memory error stil
     REQUIRE(writer.triggers.size() == 1);
     CHECK_FALSE(writer.triggers[0].firstFailure);
 }
+
+TEST_CASE("the peak's composition is the live memory by stack when the peak last grew by 1 %", "[parts][recorder]")
+{
+    Recorder recorder;
+    recorder.registerApi("cudaMalloc");
+    const uint64_t MiB = 1 << 20;
+    uint64_t address = 0x10000;
+    auto alloc = [&](uint64_t size, uint32_t stack) {
+        Allocation a = request(size, stack);
+        a.address = address;
+        address += size;
+        recorder.recordAlloc(a);
+        return a.address;
+    };
+    alloc(32 * MiB, 1);  // weights, kept
+    std::vector<uint64_t> activations;
+    for (int i = 0; i < 8; ++i)
+        activations.push_back(alloc(32 * MiB, 2));
+    for (uint64_t a : activations)
+        CHECK(recorder.recordFree(ApiId(1), a, 0));
+    alloc(8 * MiB, 3);  // after the peak: below it, no new composition
+    const TrackImage image = recorder.snapshot();
+    REQUIRE(image.peaks.size() == 1);
+    const PeakSites& p = image.peaks[0];
+    CHECK(p.device == 0);
+    CHECK(p.bytes == 288 * MiB);
+    REQUIRE(p.stacks.size() == 2);
+    CHECK(p.stacks[0] == std::pair<uint32_t, uint64_t>{2, 256 * MiB});
+    CHECK(p.stacks[1] == std::pair<uint32_t, uint64_t>{1, 32 * MiB});
+    CHECK(p.otherBytes == 0);
+    // Growth of less than 1 % (at least 4 MiB) over the last composition takes none: the next
+    // one comes at 292 MiB.
+    const uint64_t small = alloc(3 * MiB, 4);
+    (void)small;
+    alloc(240 * MiB, 5);  // 32 + 8 + 3 + 240 = 283 MiB: below the peak
+    CHECK(recorder.snapshot().peaks[0].bytes == 288 * MiB);
+    alloc(16 * MiB, 6);  // 299 MiB: a new peak, a new composition
+    const TrackImage later = recorder.snapshot();
+    CHECK(later.peaks[0].bytes == 299 * MiB);
+    CHECK(later.peaks[0].stacks[0] == std::pair<uint32_t, uint64_t>{5, 240 * MiB});
+}

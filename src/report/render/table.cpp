@@ -120,6 +120,39 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
     }
 }
 
+// What held each device's memory at its peak (memory[].peak): when, by source, the largest sites.
+void renderPeaks(const Report& r, const RenderOptions& o, const Style& s, std::ostream& out)
+{
+    const bool any = std::any_of(r.memory.begin(), r.memory.end(), [](const MemoryRow& m) { return m.peak.has_value(); });
+    if (!any)
+        return;
+    out << "\n" << s.bold("At the peak") << "\n";
+    for (const MemoryRow& m : r.memory) {
+        if (!m.peak)
+            continue;
+        const PeakComposition& p = *m.peak;
+        out << "  device " << m.device << ": " << s.bold(formatBytes(p.bytes)) << " tracked";
+        if (r.process.startNs && p.timeNs >= r.process.startNs)
+            out << " at " << formatSeconds(p.timeNs - r.process.startNs);
+        if (p.allocatedBytes)
+            out << " (" << r.trigger.framework.value_or("the framework") << " allocated at most "
+                << formatBytes(*p.allocatedBytes) << ")";
+        out << "\n";
+        std::string sources;
+        for (const auto& [source, bytes] : byName(p.bySource)) {
+            if (bytes > 0)
+                sources += "  " + source + " " + formatBytes(bytes) + " (" +
+                           std::to_string(int(double(bytes) * 100.0 / double(p.bytes) + 0.5)) + "%)";
+        }
+        if (!sources.empty())
+            out << "    by source:" << sources << "\n";
+        const size_t n = std::min(o.topSites, p.sites.size());
+        for (size_t i = 0; i < n; ++i)
+            out << "    #" << (i + 1) << "  " << formatBytes(p.sites[i].bytes) << "  "
+                << stackLabel(r, r.findStack(p.sites[i].stack)) << "\n";
+    }
+}
+
 void renderStack(const Report& r, uint32_t id, size_t maxFrames, bool nativeFrames, const std::string& indent,
                  const Style& s, std::ostream& out)
 {
@@ -398,6 +431,7 @@ void renderReport(const Report& r, const RenderOptions& o, std::ostream& out)
     const Style s{o.color};
     renderHeader(r, s, out);
     renderMemory(r, s, out);
+    renderPeaks(r, o, s, out);
     renderFragmentation(r, s, out);
     renderDiagnosis(r, o, s, out);
     renderSites(r, o, s, out);
