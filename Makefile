@@ -18,7 +18,7 @@ CMAKE_ARGS ?=
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make binutils pkg-config \
                    libunwind-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2 libcli11-dev \
-                   python3 python3-pytest python3-jsonschema time chromium
+                   python3 python3-pytest python3-pytest-xdist python3-jsonschema time chromium
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -116,3 +116,29 @@ OOMSCOPE_EXPORT const char* oomscope_framework_oom(const char* name, int device,
     }
     return "";
 }
+
+OOMSCOPE_EXPORT unsigned long long oomscope_peak(int device)
+{
+    if (!oi::enabled())
+        return 0;
+    if (rec::Recorder* r = oi::recorder())
+        return r->windowPeak(device);
+    return 0;
+}
+
+OOMSCOPE_EXPORT unsigned long long oomscope_live(int device)
+{
+    if (!oi::enabled())
+        return 0;
+    if (rec::Recorder* r = oi::recorder())
+        return r->liveBytes(device, rec::MemKind::Device);
+    return 0;
+}
+
+OOMSCOPE_EXPORT void oomscope_peak_reset(void)
+{
+    if (!oi::enabled())
+        return;
+    if (rec::Recorder* r = oi::recorder())
+        r->resetPeakWindow();
+}

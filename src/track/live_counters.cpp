@@ -50,6 +50,21 @@ void LiveCounters::addToPeak(int s, int64_t delta) noexcept
     int64_t peak = m_peak[s].load(std::memory_order_relaxed);
     while (now > peak && !m_peak[s].compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
+    int64_t window = m_windowPeaks[s].load(std::memory_order_relaxed);
+    while (now > window && !m_windowPeaks[s].compare_exchange_weak(window, now, std::memory_order_relaxed)) {
+    }
+}
+
+uint64_t LiveCounters::windowPeak(int device) const noexcept
+{
+    const int64_t p = m_windowPeaks[slot(device)].load(std::memory_order_relaxed);
+    return p > 0 ? uint64_t(p) : 0;
+}
+
+void LiveCounters::resetWindow(int device) noexcept
+{
+    const int s = slot(device);
+    m_windowPeaks[s].store(m_batched[s].load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 int64_t LiveCounters::sum(int s, MemKind kind) const noexcept

@@ -74,6 +74,10 @@ public:
 
     uint64_t live(int device, MemKind kind) const noexcept;
     uint64_t peak(int device) const noexcept;
+    // The peak since the last resetWindow() (the pytest plugin's per-test peak; the peak's
+    // composition follows it): the same as peak() until a reset.
+    uint64_t windowPeak(int device) const noexcept;
+    void resetWindow(int device) noexcept;
     // Every device (of 0 to kMaxDevices - 1) that holds memory or ever held device memory.
     std::vector<DeviceCounters> snapshot() const;
 
@@ -96,6 +100,7 @@ private:
     Cell m_shared;
     std::atomic<int64_t> m_batched[kMaxDevices + 1] = {};
     std::atomic<int64_t> m_ownPeaks[kMaxDevices + 1] = {};
+    std::atomic<int64_t> m_windowPeaks[kMaxDevices + 1] = {};
     std::atomic<int64_t>* const m_peak;
 };
 

@@ -403,7 +403,7 @@ __attribute__((noinline, cold)) void Recorder::takePeakSites(int device) noexcep
     std::unique_lock<SpinLock> lock(m_peakLock, std::try_to_lock);
     if (!lock.owns_lock())
         return;  // another thread is taking one: this device's turn comes at its next allocation
-    const uint64_t peak = m_counters.peak(device);
+    const uint64_t peak = m_counters.windowPeak(device);
     if (peak < m_peakNext[device].load(std::memory_order_relaxed))
         return;
     m_peakNext[device].store(peak + std::max(peak / 100, kPeakStep), std::memory_order_relaxed);
@@ -437,6 +437,16 @@ __attribute__((noinline, cold)) void Recorder::takePeakSites(int device) noexcep
         m_peakSites[size_t(device)] = std::move(p);
     } catch (...) {
     }
+}
+
+void Recorder::resetPeakWindow() noexcept
+{
+    std::lock_guard<SpinLock> lock(m_peakLock);
+    for (int d = 0; d < LiveCounters::kMaxDevices; ++d) {
+        m_counters.resetWindow(d);
+        m_peakNext[d].store(0, std::memory_order_relaxed);
+    }
+    m_peakSites.clear();
 }
 
 void Recorder::vmmEnded(ApiId api, const LiveAllocation& ended) noexcept

@@ -137,6 +137,10 @@ public:
 
     // ---- Inspection (tests, benchmarks, the writer).
     uint64_t liveBytes(int device, MemKind kind) const { return m_counters.live(device, kind); }
+    // The peak window (oomscope_peak, oomscope_peak_reset): a device's most tracked bytes since
+    // the last reset; a reset also starts the reports' peak composition afresh.
+    uint64_t windowPeak(int device) const { return m_counters.windowPeak(device); }
+    void resetPeakWindow() noexcept;
     const LiveMap& liveMap() const { return m_live; }
     const RingBuffer& ring() const { return m_ring; }
     const StackTable& stacks() const { return m_stacks; }
@@ -170,7 +174,7 @@ private:
     {
         if (device < 0 || device >= LiveCounters::kMaxDevices)
             return;
-        if (__builtin_expect(m_counters.peak(device) < m_peakNext[device].load(std::memory_order_relaxed), 1))
+        if (__builtin_expect(m_counters.windowPeak(device) < m_peakNext[device].load(std::memory_order_relaxed), 1))
             return;
         takePeakSites(device);
     }

@@ -8,11 +8,16 @@ when oomscope is not loaded, so the calls can stay in a training script.
         oomscope.step()          # a step boundary (automatic with a torch optimizer)
     oomscope.mark("eval")        # a labelled point in the timeline
     oomscope.dump("after eval")  # a report now; returns its path
+    oomscope.peak_reset(); run(); oomscope.peak(0)  # the most device 0 held during run()
+
+GPU memory budgets for pytest: oomscope.pytest_plugin.
 """
 
 import ctypes
 
-__all__ = ["loaded", "step", "mark", "dump"]
+__all__ = ["loaded", "step", "mark", "dump", "peak", "live", "peak_reset", "parse_size"]
+
+MAX_DEVICES = 64
 
 _lib = None
 
@@ -37,6 +42,11 @@ def _native():
             process.oomscope_oom_report_wanted.argtypes = []
             process.oomscope_framework_oom.restype = ctypes.c_char_p
             process.oomscope_framework_oom.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_ulonglong, ctypes.c_char_p]
+            for name in ("oomscope_peak", "oomscope_live"):
+                getattr(process, name).restype = ctypes.c_ulonglong
+                getattr(process, name).argtypes = [ctypes.c_int]
+            process.oomscope_peak_reset.restype = None
+            process.oomscope_peak_reset.argtypes = []
             _lib = process
         except (OSError, AttributeError):
             _lib = False
@@ -74,3 +84,54 @@ def dump(reason="requested"):
         return None
     path = lib.oomscope_dump(str(reason).encode())
     return path.decode() if path else None
+
+
+def peak(device=None):
+    """The most device memory (bytes, every source that oomscope tracks) held at once since the
+    last peak_reset() or the start: on one device, or the largest over all devices when device
+    is None. None when oomscope is not loaded."""
+    lib = _native()
+    if lib is None:
+        return None
+    if device is not None:
+        return int(lib.oomscope_peak(int(device)))
+    return max(int(lib.oomscope_peak(d)) for d in range(MAX_DEVICES))
+
+
+def live(device=None):
+    """Device memory (bytes) held now: on one device, or the sum over all devices."""
+    lib = _native()
+    if lib is None:
+        return None
+    if device is not None:
+        return int(lib.oomscope_live(int(device)))
+    return sum(int(lib.oomscope_live(d)) for d in range(MAX_DEVICES))
+
+
+def peak_reset():
+    """Starts a new peak window on every device: peak() and the reports' "At the peak" count
+    from now (the reports' peak_tracked_bytes stays the whole run's)."""
+    lib = _native()
+    if lib is not None:
+        lib.oomscope_peak_reset()
+
+
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(text):
+    """'8GiB', '512 MiB', '1.5GB', 1024 -> bytes. ValueError, naming the accepted units, for
+    anything else."""
+    if isinstance(text, int) and not isinstance(text, bool) and text >= 0:
+        return text
+    s = str(text).strip().lower().replace(" ", "")
+    number = s.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = s[len(number):] or "b"
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or value < 0 or not number:
+        raise ValueError(f"not a size: {text!r} (a number and B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)")
+    return int(value * _UNITS[unit])

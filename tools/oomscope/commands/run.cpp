@@ -178,8 +178,11 @@ bool prepareEnvironment(const std::string& lib, const std::string& outputDir, co
     }
     setenv("OOMSCOPE_OUTPUT_DIR", outputDir.c_str(), 1);
     const std::string python = dirName(dirName(lib)) + "/share/oomscope/python";
-    if (isDir(python))
+    if (isDir(python)) {
         prependEnv("PYTHONPATH", python, ':');
+        // pytest loads the GPU-budget markers' plugin by itself (oomscope.pytest_plugin).
+        prependEnv("PYTEST_PLUGINS", "oomscope.pytest_plugin", ',');
+    }
     return true;
 }
 

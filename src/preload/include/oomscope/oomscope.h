@@ -39,6 +39,19 @@ const char* oomscope_framework_oom(const char* name, int device, unsigned long l
  * and passes NULL to oomscope_framework_oom, which counts the episode. */
 int oomscope_oom_report_wanted(void);
 
+/* The most device memory this process held on `device` at once (tracked bytes, every source)
+ * since the last oomscope_peak_reset(), or since the start; exact for allocations of 4 MiB or
+ * more, otherwise low by less than 4 MiB per allocating thread. 0 without a recorder. */
+unsigned long long oomscope_peak(int device);
+
+/* The device memory this process holds on `device` now (tracked bytes). */
+unsigned long long oomscope_live(int device);
+
+/* Starts a new peak window on every device (the pytest plugin calls it before each test): the
+ * peak above, and the reports' composition of the peak ("At the peak"), count from now. The
+ * reports' peak_tracked_bytes stays the peak of the whole run. */
+void oomscope_peak_reset(void);
+
 #ifdef __cplusplus
 }
 #endif
