@@ -100,6 +100,37 @@ def test_the_page_embeds_the_analysed_report_and_escapes_what_could_close_its_sc
     assert data["diagnosis"] and data["diagnosis"][0]["code"] == "request_too_large"  # analysed, in C++
 
 
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (make deps installs it)")
+def test_the_flame_graph_toggles_to_the_peak_where_the_report_has_its_composition(build, tmp_path):
+    report = load("fake-cuda-oom")
+    [row] = report["memory"]
+    top = report["sites"][0]
+    peak_bytes = row["tracked_bytes"] + (512 << 20)
+    row["peak"] = {"bytes": peak_bytes, "time_ns": report["trigger"]["time_ns"], "by_source": {"other": peak_bytes},
+                   "sites": [{"stack": top["stack"], "bytes": top["bytes"] + (512 << 20)}]}
+    path = tmp_path / "peak.json"
+    path.write_text(json.dumps(report))
+    page = tmp_path / "peak.html"
+    assert cli(build, "html", str(path), "-o", str(page)).returncode == 0
+    data = body_data(browser("--dump-dom", "file://" + str(page), profile=str(tmp_path / "profile")).stdout)
+    assert data.get("errors") == "0" and int(data["flame-root"]) == row["tracked_bytes"], data
+    assert int(data["flame-peak-root"]) == peak_bytes  # the top site and "other sites" add up to the peak
+    # Pressing "At the peak" draws that tree (the click is the page's own button, scripted).
+    toggled = tmp_path / "toggled.html"
+    toggled.write_text(page.read_text().replace(
+        "</body>", '<script>document.getElementById("flame-at-peak").click()</script></body>'))
+    data = body_data(browser("--dump-dom", "file://" + str(toggled), profile=str(tmp_path / "profile")).stdout)
+    assert data.get("flame-view") == "peak" and int(data["flame-root"]) == peak_bytes, data
+    os.makedirs(SHOTS, exist_ok=True)
+    browser("--screenshot=" + os.path.join(SHOTS, "peak-toggled.png"), "file://" + str(toggled),
+            profile=str(tmp_path / "profile"))
+    # Without a composition there is no toggle.
+    plain = tmp_path / "plain.html"
+    assert cli(build, "html", os.path.join(FIXTURES, "fake-cuda-oom.json"), "-o", str(plain)).returncode == 0
+    data = body_data(browser("--dump-dom", "file://" + str(plain), profile=str(tmp_path / "profile")).stdout)
+    assert "flame-peak-root" not in data, data
+
+
 def test_folded_stacks_add_up_to_the_tracked_bytes(build, tmp_path):
     for name in ("fake-cuda-oom", "h200-torch-gpt2-oom", "fake-torch-leak-exit"):
         out_path = tmp_path / (name + ".folded")

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -111,30 +112,75 @@ std::set<int64_t> devicesWithMemory(const Report& r)
     return devices;
 }
 
-} // namespace
+struct Entry {
+    int64_t device = 0;
+    std::optional<uint32_t> stack;  // none: the rest of a device's bytes, stacks not kept
+    uint64_t bytes = 0;
+};
 
-LiveNode liveTree(const Report& report, const LiveTreeOptions& options)
+// The tree of entries (a device level when they span several devices).
+LiveNode treeOf(const Report& report, const std::vector<Entry>& entries, const std::string& rootName,
+                const LiveTreeOptions& options)
 {
     std::unordered_map<uint32_t, const Stack*> stacks;
     for (const Stack& s : report.stacks)
         stacks[s.id] = &s;
-    const bool perDevice = devicesWithMemory(report).size() > 1;
+    std::set<int64_t> devices;
+    for (const Entry& e : entries) {
+        if (e.bytes > 0)
+            devices.insert(e.device);
+    }
+    const bool perDevice = devices.size() > 1;
     Building root;
     root.node.kind = LiveNode::Kind::Root;
-    root.node.name = "live device memory";
-    for (const Site& site : report.sites) {
-        if (site.kind != MemKind::Device)
-            continue;
+    root.node.name = rootName;
+    for (const Entry& e : entries) {
         Building* at = &root;
         if (perDevice) {
-            root.node.bytes += site.bytes;
-            at = &root.child(LiveNode::Kind::Device, "device " + std::to_string(site.device));
+            root.node.bytes += e.bytes;
+            at = &root.child(LiveNode::Kind::Device, "device " + std::to_string(e.device));
         }
-        auto it = stacks.find(site.stack);
-        addStack(report, it == stacks.end() ? nullptr : it->second, site.bytes, options.maxDetail, at);
+        if (!e.stack) {
+            at->node.bytes += e.bytes;
+            at->child(LiveNode::Kind::Smaller, "other sites").node.bytes += e.bytes;
+            continue;
+        }
+        auto it = stacks.find(*e.stack);
+        addStack(report, it == stacks.end() ? nullptr : it->second, e.bytes, options.maxDetail, at);
     }
     const uint64_t threshold = uint64_t(double(root.node.bytes) * options.minShare);
     return finish(root, threshold);
+}
+
+} // namespace
+
+LiveNode liveTree(const Report& report, const LiveTreeOptions& options)
+{
+    std::vector<Entry> entries;
+    for (const Site& site : report.sites) {
+        if (site.kind == MemKind::Device)
+            entries.push_back(Entry{site.device, site.stack, site.bytes});
+    }
+    return treeOf(report, entries, "live device memory", options);
+}
+
+std::optional<LiveNode> peakTree(const Report& report, const LiveTreeOptions& options)
+{
+    std::vector<Entry> entries;
+    for (const MemoryRow& row : report.memory) {
+        if (!row.peak)
+            continue;
+        uint64_t inSites = 0;
+        for (const PeakSite& site : row.peak->sites) {
+            entries.push_back(Entry{row.device, site.stack, site.bytes});
+            inSites += site.bytes;
+        }
+        if (row.peak->bytes > inSites)
+            entries.push_back(Entry{row.device, std::nullopt, row.peak->bytes - inSites});
+    }
+    if (entries.empty())
+        return std::nullopt;
+    return treeOf(report, entries, "device memory at the peak", options);
 }
 
 std::string foldedFrameName(const Report& report, const Frame& f)

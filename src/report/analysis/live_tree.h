@@ -10,6 +10,7 @@
 #include "report/model.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,10 @@ struct LiveTreeOptions {
 };
 
 LiveNode liveTree(const Report& report, const LiveTreeOptions& options = {});
+
+// The same tree at each device's peak (memory[].peak: its largest sites, the rest as one
+// "other sites" node); none when the report has no peak composition.
+std::optional<LiveNode> peakTree(const Report& report, const LiveTreeOptions& options = {});
 
 // One frame as a name in a folded stack: "forward (model.py:12)", "symbol (libfoo.so)",
 // "libfoo.so+0x1a2b"; never a ';'.

@@ -367,6 +367,10 @@ std::string htmlData(const Report& report, const HtmlOptions& options)
     writeOverTime(w, report);
     w.key("flame");
     writeNode(w, liveTree(report));
+    if (const std::optional<LiveNode> peak = peakTree(report)) {
+        w.key("flamePeak");
+        writeNode(w, *peak);
+    }
     writeSegments(w, report);
     RenderOptions text;
     text.source = options.source;

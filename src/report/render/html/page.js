@@ -426,6 +426,26 @@
       paintFlame();
     });
     document.getElementById('flame-reset').addEventListener('click', () => { flame.focus = flame.root; flame.path = []; paintFlame(); });
+    // With the peak's composition in the report: the same tree at the peak, a toggle away.
+    if (data.flamePeak) {
+      const atTrigger = document.getElementById('flame-at-trigger'), atPeak = document.getElementById('flame-at-peak');
+      const show = (peak) => {
+        flame.root = peak ? data.flamePeak : data.flame;
+        flame.focus = flame.root;
+        flame.path = [];
+        atTrigger.setAttribute('aria-pressed', String(!peak));
+        atPeak.setAttribute('aria-pressed', String(peak));
+        document.getElementById('flame-title').textContent = peak
+          ? 'Device memory at the peak, by stack (its largest sites)' : 'Live memory at the trigger, by stack';
+        document.body.dataset.flameView = peak ? 'peak' : 'trigger';
+        document.body.dataset.flameRoot = String(flame.root.v);
+        paintFlame();
+      };
+      atTrigger.addEventListener('click', () => show(false));
+      atPeak.addEventListener('click', () => show(true));
+      document.getElementById('flame-when').hidden = false;
+      document.body.dataset.flamePeakRoot = String(data.flamePeak.v);
+    }
     document.getElementById('flame-search').addEventListener('input', (e) => { flame.query = e.target.value.trim().toLowerCase(); paintFlame(); });
     window.addEventListener('resize', paintFlame);
     paintFlame();
