@@ -75,8 +75,9 @@ struct Device {
     bool operator==(const Device&) const = default;
 };
 
-// What held a device's memory at its peak: taken by the tracker when the peak had grown by 1 %
-// (at least 4 MiB) since the last time, so within 1 % of the peak itself.
+// What held a device's memory at its peak: taken by the tracker when the memory first shrinks
+// after the peak grew by 1 % (at least 4 MiB) over the last composition (or at the report when
+// it has not shrunk since), so within 1 % of the peak itself.
 struct PeakSite {
     uint32_t stack = 0;
     uint64_t bytes = 0;

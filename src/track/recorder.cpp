@@ -10,6 +10,7 @@
 #include "track/triggers.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <dlfcn.h>
 #include <new>
 
@@ -180,8 +181,6 @@ void Recorder::recordAlloc(const Allocation& alloc) noexcept
         [[fallthrough]];
     case LiveMap::InsertResult::Inserted:
         m_counters.add(alloc.device, alloc.kind, int64_t(alloc.size));
-        if (alloc.kind == MemKind::Device)
-            notePeak(alloc.device);
         break;
     case LiveMap::InsertResult::Refused:
         break;
@@ -200,6 +199,7 @@ bool Recorder::recordFree(ApiId api, uint64_t address, uint64_t stream) noexcept
         return false;
     }
     markProcessActive();
+    notePeak(*found);
     m_counters.add(found->device, found->memKind, -int64_t(found->size));
     Allocation freed = allocationOf(*found, api);
     freed.stream = stream;
@@ -383,11 +383,8 @@ void Recorder::recordVmmCreate(const Allocation& alloc) noexcept
     LiveAllocation entry = liveEntry(alloc, eventNs());
     entry.address = alloc.handle;  // the VMM table knows physical memory by its handle
     try {
-        if (m_vmm.create(entry)) {
+        if (m_vmm.create(entry))
             m_counters.add(alloc.device, alloc.kind, int64_t(alloc.size));
-            if (alloc.kind == MemKind::Device)
-                notePeak(alloc.device);
-        }
     } catch (...) {
         return;
     }
@@ -396,42 +393,46 @@ void Recorder::recordVmmCreate(const Allocation& alloc) noexcept
     push(e);
 }
 
-// Cold: at most ~100 times on the way to 400 MiB, then once per 1 % of growth (some 600 more
-// up to 141 GB), each a copy of the live tables.
-__attribute__((noinline, cold)) void Recorder::takePeakSites(int device) noexcept
+PeakSites composePeak(int device, const std::vector<LiveAllocation>& live, const LiveAllocation* ending)
 {
+    PeakSites p;
+    p.device = device;
+    std::unordered_map<uint32_t, uint64_t> byStack;
+    const auto add = [&](const LiveAllocation& a) {
+        if (a.device != device || a.memKind != MemKind::Device)
+            return;
+        p.bytes += a.size;
+        byStack[a.stack] += a.size;
+    };
+    for (const LiveAllocation& a : live)
+        add(a);
+    if (ending)
+        add(*ending);
+    p.stacks.assign(byStack.begin(), byStack.end());
+    const auto larger = [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; };
+    const size_t kept = std::min(p.stacks.size(), PeakSites::kStacks);
+    std::partial_sort(p.stacks.begin(), p.stacks.begin() + ptrdiff_t(kept), p.stacks.end(), larger);
+    for (size_t i = kept; i < p.stacks.size(); ++i)
+        p.otherBytes += p.stacks[i].second;
+    p.stacks.resize(kept);
+    return p;
+}
+
+// Cold: once per local maximum of a device's memory that is 1 % (at least 4 MiB) above the
+// last composition, each a copy of the live tables.
+__attribute__((noinline, cold)) void Recorder::takePeakSites(const LiveAllocation& ending) noexcept
+{
+    const int device = ending.device;
     std::unique_lock<SpinLock> lock(m_peakLock, std::try_to_lock);
     if (!lock.owns_lock())
-        return;  // another thread is taking one: this device's turn comes at its next allocation
+        return;  // another thread is taking one: the next free on this device takes it
     const uint64_t peak = m_counters.windowPeak(device);
     if (peak < m_peakNext[device].load(std::memory_order_relaxed))
         return;
     m_peakNext[device].store(peak + std::max(peak / 100, kPeakStep), std::memory_order_relaxed);
     try {
-        std::vector<std::pair<uint32_t, uint64_t>> stacks;
-        PeakSites p;
-        p.device = device;
+        PeakSites p = composePeak(device, liveAllocations(), &ending);
         p.timeNs = eventNs();
-        for (const LiveAllocation& a : liveAllocations()) {
-            if (a.device != device || a.memKind != MemKind::Device)
-                continue;
-            p.bytes += a.size;
-            stacks.emplace_back(a.stack, a.size);
-        }
-        std::sort(stacks.begin(), stacks.end());
-        for (const auto& [stack, bytes] : stacks) {
-            if (!p.stacks.empty() && p.stacks.back().first == stack)
-                p.stacks.back().second += bytes;
-            else
-                p.stacks.emplace_back(stack, bytes);
-        }
-        std::sort(p.stacks.begin(), p.stacks.end(), [](const auto& a, const auto& b) {
-            return a.second != b.second ? a.second > b.second : a.first < b.first;
-        });
-        for (size_t i = PeakSites::kStacks; i < p.stacks.size(); ++i)
-            p.otherBytes += p.stacks[i].second;
-        if (p.stacks.size() > PeakSites::kStacks)
-            p.stacks.resize(PeakSites::kStacks);
         if (m_peakSites.size() <= size_t(device))
             m_peakSites.resize(size_t(device) + 1);
         m_peakSites[size_t(device)] = std::move(p);
@@ -451,6 +452,7 @@ void Recorder::resetPeakWindow() noexcept
 
 void Recorder::vmmEnded(ApiId api, const LiveAllocation& ended) noexcept
 {
+    notePeak(ended);
     m_counters.add(ended.device, ended.memKind, -int64_t(ended.size));
     Allocation freed = allocationOf(ended, api);
     freed.address = 0;

@@ -168,17 +168,24 @@ private:
     StackId internPythonFrames(const std::vector<PythonFrameText>& frames, std::vector<uint64_t> nativeFront = {});
     void vmmEnded(ApiId api, const LiveAllocation& ended) noexcept;
     std::vector<LiveAllocation> liveAllocations() const;
-    // After device memory grew: the peak's composition, when the device's peak has grown by 1 %
-    // (at least kPeakStep) since the last one. One load and a compare otherwise.
-    void notePeak(int device) noexcept
+    // Before device memory shrinks (a free, a VMM release): when the device's peak has grown by
+    // 1 % (at least kPeakStep) since the last composition, the live memory now, with `ending`
+    // still in it, is that peak's: its composition is taken. One load and a compare otherwise.
+    // Growth that no free follows is composed at dump time (snapshot()).
+    void notePeak(const LiveAllocation& ending) noexcept
     {
-        if (device < 0 || device >= LiveCounters::kMaxDevices)
+        const int device = ending.device;
+        if (ending.memKind != MemKind::Device || device < 0 || device >= LiveCounters::kMaxDevices)
             return;
-        if (__builtin_expect(m_counters.windowPeak(device) < m_peakNext[device].load(std::memory_order_relaxed), 1))
+        if (__builtin_expect(!peakPending(device), 1))
             return;
-        takePeakSites(device);
+        takePeakSites(ending);
     }
-    void takePeakSites(int device) noexcept;
+    bool peakPending(int device) const noexcept
+    {
+        return m_counters.windowPeak(device) >= m_peakNext[device].load(std::memory_order_relaxed);
+    }
+    void takePeakSites(const LiveAllocation& ending) noexcept;
 
     class FlightFile* const m_flight;
     RingBuffer m_ring;
@@ -207,5 +214,9 @@ private:
     mutable SpinLock m_peakLock;
     std::vector<PeakSites> m_peakSites;
 };
+
+// The composition of device's memory in `live` (plus `ending`, an entry just taken out of it):
+// bytes by stack, the largest PeakSites::kStacks kept.
+PeakSites composePeak(int device, const std::vector<LiveAllocation>& live, const LiveAllocation* ending);
 
 } // namespace oomscope::track

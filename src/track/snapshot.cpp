@@ -61,10 +61,26 @@ TrackImage Recorder::snapshot() const
     image.mappings = m_vmm.mappings();
     image.counters = m_counters.snapshot();
     {
+        // The compositions taken at the frees after a peak; a device whose peak grew since its
+        // last one and has not shrunk since holds its peak now: composed from the live copy.
+        bool holds[LiveCounters::kMaxDevices] = {};
+        for (const LiveAllocation& a : image.live) {
+            if (a.memKind == MemKind::Device && a.device >= 0 && a.device < LiveCounters::kMaxDevices)
+                holds[a.device] = true;
+        }
         std::lock_guard<SpinLock> lock(m_peakLock);
-        for (const PeakSites& p : m_peakSites) {
-            if (p.device >= 0)
-                image.peaks.push_back(p);
+        for (int d = 0; d < LiveCounters::kMaxDevices; ++d) {
+            const bool kept = size_t(d) < m_peakSites.size() && m_peakSites[size_t(d)].device >= 0;
+            if (holds[d] && peakPending(d)) {
+                PeakSites now = composePeak(d, image.live, nullptr);
+                if (now.bytes > 0 && (!kept || now.bytes >= m_peakSites[size_t(d)].bytes)) {
+                    now.timeNs = image.timeNs;
+                    image.peaks.push_back(std::move(now));
+                    continue;
+                }
+            }
+            if (kept)
+                image.peaks.push_back(m_peakSites[size_t(d)]);
         }
     }
     image.steps = m_steps.steps();
