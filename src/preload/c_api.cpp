@@ -142,3 +142,10 @@ OOMSCOPE_EXPORT void oomscope_peak_reset(void)
     if (rec::Recorder* r = oi::recorder())
         r->resetPeakWindow();
 }
+
+OOMSCOPE_EXPORT void oomscope_python_prepare(void)
+{
+    if (!oi::enabled())
+        return;
+    rec::PythonFrames::prepare();
+}

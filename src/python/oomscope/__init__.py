@@ -47,6 +47,11 @@ def _native():
                 getattr(process, name).argtypes = [ctypes.c_int]
             process.oomscope_peak_reset.restype = None
             process.oomscope_peak_reset.argtypes = []
+            # With the GIL held (PyDLL): the frame layout is learnt now, so that an allocation
+            # made without the GIL (ctypes, CuPy) gets its Python lines from the first one on.
+            process.oomscope_python_prepare.restype = None
+            process.oomscope_python_prepare.argtypes = []
+            process.oomscope_python_prepare()
             _lib = process
         except (OSError, AttributeError):
             _lib = False
@@ -135,3 +140,8 @@ def parse_size(text):
     if unit not in _UNITS or value < 0 or not number:
         raise ValueError(f"not a size: {text!r} (a number and B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)")
     return int(value * _UNITS[unit])
+
+
+# At import, with the GIL held: the preload learns this interpreter's frame layout now (see
+# _native), not at the first allocation made without the GIL.
+_native()

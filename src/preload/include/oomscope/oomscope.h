@@ -52,6 +52,11 @@ unsigned long long oomscope_live(int device);
  * reports' peak_tracked_bytes stays the peak of the whole run. */
 void oomscope_peak_reset(void);
 
+/* Called from Python with the GIL held (`import oomscope` does): oomscope learns the
+ * interpreter's frame layout now, so that the program's first allocation made without the GIL
+ * (ctypes, CuPy) already gets its Python lines. */
+void oomscope_python_prepare(void);
+
 #ifdef __cplusplus
 }
 #endif
