@@ -10,7 +10,6 @@
 #include "track/triggers.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <dlfcn.h>
 #include <new>
 
@@ -340,14 +339,6 @@ std::string Recorder::frameworkOom(const FrameworkState& state, int device, uint
     return path;
 }
 
-std::vector<LiveAllocation> Recorder::liveAllocations() const
-{
-    std::vector<LiveAllocation> live = m_live.snapshot();
-    const std::vector<LiveAllocation> vmm = m_vmm.snapshot();
-    live.insert(live.end(), vmm.begin(), vmm.end());
-    return live;
-}
-
 report::Step Recorder::takeSample(const FrameworkState* state, uint64_t timeNs)
 {
     return StepSampler::sample(timeNs, m_counters, liveAllocations(), state,
@@ -391,63 +382,6 @@ void Recorder::recordVmmCreate(const Allocation& alloc) noexcept
     Event e = Event::alloc(alloc);
     e.timeNs = entry.timeNs;
     push(e);
-}
-
-PeakSites composePeak(int device, const std::vector<LiveAllocation>& live, const LiveAllocation* ending)
-{
-    PeakSites p;
-    p.device = device;
-    std::unordered_map<uint32_t, uint64_t> byStack;
-    const auto add = [&](const LiveAllocation& a) {
-        if (a.device != device || a.memKind != MemKind::Device)
-            return;
-        p.bytes += a.size;
-        byStack[a.stack] += a.size;
-    };
-    for (const LiveAllocation& a : live)
-        add(a);
-    if (ending)
-        add(*ending);
-    p.stacks.assign(byStack.begin(), byStack.end());
-    const auto larger = [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; };
-    const size_t kept = std::min(p.stacks.size(), PeakSites::kStacks);
-    std::partial_sort(p.stacks.begin(), p.stacks.begin() + ptrdiff_t(kept), p.stacks.end(), larger);
-    for (size_t i = kept; i < p.stacks.size(); ++i)
-        p.otherBytes += p.stacks[i].second;
-    p.stacks.resize(kept);
-    return p;
-}
-
-// Cold: once per local maximum of a device's memory that is 1 % (at least 4 MiB) above the
-// last composition, each a copy of the live tables.
-__attribute__((noinline, cold)) void Recorder::takePeakSites(const LiveAllocation& ending) noexcept
-{
-    const int device = ending.device;
-    std::unique_lock<SpinLock> lock(m_peakLock, std::try_to_lock);
-    if (!lock.owns_lock())
-        return;  // another thread is taking one: the next free on this device takes it
-    const uint64_t peak = m_counters.windowPeak(device);
-    if (peak < m_peakNext[device].load(std::memory_order_relaxed))
-        return;
-    m_peakNext[device].store(peak + std::max(peak / 100, kPeakStep), std::memory_order_relaxed);
-    try {
-        PeakSites p = composePeak(device, liveAllocations(), &ending);
-        p.timeNs = eventNs();
-        if (m_peakSites.size() <= size_t(device))
-            m_peakSites.resize(size_t(device) + 1);
-        m_peakSites[size_t(device)] = std::move(p);
-    } catch (...) {
-    }
-}
-
-void Recorder::resetPeakWindow() noexcept
-{
-    std::lock_guard<SpinLock> lock(m_peakLock);
-    for (int d = 0; d < LiveCounters::kMaxDevices; ++d) {
-        m_counters.resetWindow(d);
-        m_peakNext[d].store(0, std::memory_order_relaxed);
-    }
-    m_peakSites.clear();
 }
 
 void Recorder::vmmEnded(ApiId api, const LiveAllocation& ended) noexcept

@@ -40,6 +40,16 @@ void sortByTime(std::vector<Event>& events)
 
 } // namespace
 
+// The live map and the live VMM physical allocations, copied (dump time, samples, the
+// peak's composition).
+std::vector<LiveAllocation> Recorder::liveAllocations() const
+{
+    std::vector<LiveAllocation> live = m_live.snapshot();
+    const std::vector<LiveAllocation> vmm = m_vmm.snapshot();
+    live.insert(live.end(), vmm.begin(), vmm.end());
+    return live;
+}
+
 TrackImage Recorder::snapshot() const
 {
     const Config& config = Config::get();
