@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <strings.h>
 #include <new>
@@ -54,6 +55,33 @@ bool envFlag(const char* name, bool fallback)
     return true;
 }
 
+namespace {
+
+// "USR2", "SIGUSR1", "12"; 0 for "0", "off", "no", "none" and anything else (no dump signal
+// rather than a guess). The fatal signals oomscope reports on (TERM, INT, ABRT) are refused.
+int parseDumpSignal(const char* text)
+{
+    if (!text)
+        return SIGUSR2;
+    std::string s = text;
+    for (char& ch : s)
+        ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    if (s.rfind("SIG", 0) == 0)
+        s = s.substr(3);
+    int sig = 0;
+    if (s == "USR1")
+        sig = SIGUSR1;
+    else if (s == "USR2")
+        sig = SIGUSR2;
+    else if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() <= 2)
+        sig = std::atoi(s.c_str());
+    const bool usable = sig > 0 && sig < 65 && sig != SIGTERM && sig != SIGINT && sig != SIGABRT && sig != SIGKILL &&
+                        sig != SIGSTOP && sig != SIGSEGV && sig != SIGBUS && sig != SIGFPE && sig != SIGILL;
+    return usable ? sig : 0;
+}
+
+} // namespace
+
 const Config& Config::get()
 {
     // Built once and leaked on purpose: no destructor runs at exit under a hook's feet.
@@ -77,6 +105,7 @@ const Config& Config::get()
         c->exitReport = envFlag("OOMSCOPE_EXIT_REPORT", true);
         c->flight = envFlag("OOMSCOPE_FLIGHT", true);
         c->signalReports = envFlag("OOMSCOPE_SIGNALS", true);
+        c->dumpSignal = parseDumpSignal(std::getenv("OOMSCOPE_DUMP_SIGNAL"));
         c->quiet = envFlag("OOMSCOPE_QUIET", false);
         if (const char* ms = std::getenv("OOMSCOPE_OOM_EPISODE_MS"); ms && *ms)
             c->oomEpisodeMs = uint32_t(std::strtoul(ms, nullptr, 10));

@@ -18,6 +18,8 @@ struct Config {
     bool flight = true;             // OOMSCOPE_FLIGHT=0: the ring and live map in memory only, no
                                     // flight-recorder file (see flight_writer.h)
     bool signalReports = true;      // OOMSCOPE_SIGNALS=0 installs no signal handlers
+    int dumpSignal = 12;            // OOMSCOPE_DUMP_SIGNAL=USR2 (default), USR1, a number, or 0/off:
+                                    // the signal that asks for a report while the program goes on
     bool quiet = false;             // OOMSCOPE_QUIET=1: no notice on stderr when a report is written
     uint32_t signalTimeoutMs = 10000;  // how long a fatal signal waits for its report
     uint32_t oomEpisodeMs = 2000;   // OOMSCOPE_OOM_EPISODE_MS: failures closer than this are one episode

@@ -35,6 +35,8 @@ std::atomic<bool> g_active{false};
 // Set once by the thread that starts the recorder, read by the agent, at exit and around fork
 // on any thread: published with release, read with acquire.
 std::atomic<Recorder*> g_recorder{nullptr};
+// OOMSCOPE_DUMP_SIGNAL (SIGUSR2 by default; 0: none): a report on request, the program goes on.
+std::atomic<int> g_dumpSignal{0};
 
 Recorder* recorderOrNull()
 {
@@ -47,6 +49,8 @@ const char* signalName(int sig)
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
     case SIGABRT: return "SIGABRT";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
     default: return "signal";
     }
 }
@@ -61,6 +65,16 @@ void* agentMain(void*)
         if (n <= 0)
             return nullptr;
         Recorder* recorder = recorderOrNull();
+        if (sig == g_dumpSignal.load(std::memory_order_relaxed)) {
+            // Asked for while the program goes on: nobody waits for it, the flight file stays.
+            if (recorder && processActive()) {
+                TriggerInfo trigger;
+                trigger.kind = report::TriggerKind::Request;
+                trigger.reason = std::string("received ") + signalName(sig) + " (OOMSCOPE_DUMP_SIGNAL)";
+                recorder->dump(trigger);
+            }
+            continue;
+        }
         if (recorder && processActive()) {
             TriggerInfo trigger;
             trigger.kind = report::TriggerKind::Signal;
@@ -139,10 +153,39 @@ void waitForOtherReport(long self)
     }
 }
 
+// Chains to the handler the program had before ours; false when it had none (default).
+bool chainToPrevious(int sig, siginfo_t* info, void* context, int savedErrno)
+{
+    const struct sigaction& previous = g_previous[sig];
+    if (previous.sa_flags & SA_SIGINFO) {
+        if (previous.sa_sigaction) {
+            errno = savedErrno;
+            previous.sa_sigaction(sig, info, context);
+            return true;
+        }
+    } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+        errno = savedErrno;
+        previous.sa_handler(sig);
+        return true;
+    }
+    return false;
+}
+
 // Async-signal-safe: only write, poll, read, syscall, sigaction and raise.
 void onSignal(int sig, siginfo_t* info, void* context)
 {
     const int savedErrno = errno;
+    if (sig == g_dumpSignal.load(std::memory_order_relaxed)) {
+        // The agent writes the report; this thread goes straight back to the program. The
+        // default action (ending the process) is what this signal no longer does.
+        if (g_agentRunning.load(std::memory_order_acquire) && processActive()) {
+            const unsigned char byte = static_cast<unsigned char>(sig);
+            (void)!write(g_requestPipe[1], &byte, 1);
+        }
+        chainToPrevious(sig, info, context, savedErrno);
+        errno = savedErrno;
+        return;
+    }
     if (sig > 0 && sig < kMaxSignal && g_agentRunning.load(std::memory_order_acquire) && processActive()) {
         const long self = syscall(SYS_gettid);
         long idle = 0;
@@ -154,18 +197,9 @@ void onSignal(int sig, siginfo_t* info, void* context)
             waitForOtherReport(self);
         }
     }
-    const struct sigaction& previous = g_previous[sig];
-    if (previous.sa_flags & SA_SIGINFO) {
-        if (previous.sa_sigaction) {
-            errno = savedErrno;
-            previous.sa_sigaction(sig, info, context);
-            return;
-        }
-    } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
-        errno = savedErrno;
-        previous.sa_handler(sig);
+    if (chainToPrevious(sig, info, context, savedErrno))
         return;
-    }
+    const struct sigaction& previous = g_previous[sig];
     // Default disposition: put it back and let the signal do what it would have done. The
     // signal is blocked while this handler runs, so it is delivered when we return.
     sigaction(sig, &previous, nullptr);
@@ -175,7 +209,13 @@ void onSignal(int sig, siginfo_t* info, void* context)
 
 void installSignalHandlers()
 {
-    for (int sig : kSignals) {
+    const int dumpSignal = Config::get().dumpSignal;
+    if (dumpSignal > 0 && dumpSignal < kMaxSignal)
+        g_dumpSignal.store(dumpSignal, std::memory_order_relaxed);
+    int signals[4] = {kSignals[0], kSignals[1], kSignals[2], g_dumpSignal.load(std::memory_order_relaxed)};
+    for (int sig : signals) {
+        if (sig <= 0)
+            continue;
         struct sigaction current {};
         if (sigaction(sig, nullptr, &current) != 0)
             continue;

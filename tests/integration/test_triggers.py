@@ -228,3 +228,35 @@ def test_a_program_that_catches_its_ooms_gets_the_first_reports_and_a_count_of_t
                           OOMSCOPE_MAX_OOM_REPORTS="0")
     reports = t.reports_in(str(out))
     assert len(reports["oom"]) == failures and "skipped_ooms" not in t.load(reports["exit"][0])
+
+
+def test_the_dump_signal_writes_a_report_and_the_program_goes_on(build, tmp_path):
+    proc = start(build, ["wait"], tmp_path)
+    t.wait_for_line(proc, "ready")
+    for n in (1, 2):
+        proc.send_signal(signal.SIGUSR2)
+        # The agent says each report on stderr: that line is the report being there.
+        for line in proc.stderr:
+            if "request report written to" in line:
+                break
+        assert proc.poll() is None, "the program ended on SIGUSR2"
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    reports = t.reports_in(str(tmp_path))
+    assert sorted(reports) == ["request", "signal"] and len(reports["request"]) == 2, reports
+    rep = t.load(reports["request"][0])
+    assert rep["trigger"]["kind"] == "request"
+    assert rep["trigger"]["message"] == "received SIGUSR2 (OOMSCOPE_DUMP_SIGNAL)"
+    t.check_alloc_modes_live(rep)
+
+
+def test_without_a_dump_signal_sigusr2_does_what_it_always_did(build, tmp_path):
+    env = build.env(OOMSCOPE_OUTPUT_DIR=str(tmp_path), LD_PRELOAD=build.preload, OOMSCOPE_DUMP_SIGNAL="off")
+    proc = subprocess.Popen([build.program("alloc_modes"), "wait"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
+    t.wait_for_line(proc, "ready")
+    proc.send_signal(signal.SIGUSR2)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGUSR2  # its default action: the process ends
+    assert "request" not in t.reports_in(str(tmp_path))
