@@ -269,6 +269,45 @@ TEST_CASE("rule cache_churn", "[diagnosis]")
         spread.timeline.rows[i].timeNs = 1000 + uint64_t(i) * 50'000'000;
     spread.trigger.timeNs = spread.timeline.rows.back().timeNs + 1;
     CHECK(has(diagnose(spread, {}, nullptr), "cache_churn"));
+
+    // A short program (JAX on the H200: 23 allocations and 24 frees, from its start-up, first
+    // calls and the pool handed back at exit): bursts in a few slices, and frees with no
+    // allocation after them, are no churn.
+    Report shortRun = churn(0, false);
+    shortRun.capture.backends = {"interpose"};
+    uint64_t when = 0;
+    auto burst = [&](uint64_t at, int n, bool refill) {
+        for (int i = 0; i < n; ++i) {
+            if (refill)
+                shortRun.timeline.rows.push_back(TimelineRow{at + 2 * uint64_t(i), 0x1000, MiB, 0, 0, 0, 0, 0, alloc, 0});
+            shortRun.timeline.rows.push_back(TimelineRow{at + 2 * uint64_t(i) + 1, 0x1000, MiB, 0, 0, 0, 0, 0, free, 0});
+        }
+        when = at + 2 * uint64_t(n);
+    };
+    burst(0, 12, true);                // start-up
+    burst(3'000'000'000, 12, true);    // the first call compiles, autotunes
+    burst(9'000'000'000, 30, false);   // teardown: frees only, spread to the exit
+    for (size_t i = shortRun.timeline.rows.size() - 30; i < shortRun.timeline.rows.size(); ++i)
+        shortRun.timeline.rows[i].timeNs = 6'000'000'000 + (i % 30) * 100'000'000;
+    shortRun.trigger.timeNs = when + 1;
+    CHECK_FALSE(has(diagnose(shortRun, {}, nullptr), "cache_churn"));
+    // The same frees, each followed by an allocation (the cache refilled), are churn.
+    Report refilled = shortRun;
+    for (size_t i = refilled.timeline.rows.size() - 30; i < refilled.timeline.rows.size(); ++i) {
+        TimelineRow again = refilled.timeline.rows[i];
+        again.kind = alloc;
+        again.timeNs += 1;
+        refilled.timeline.rows.insert(refilled.timeline.rows.begin() + long(i) + 1, again);
+        ++i;
+    }
+    CHECK(has(diagnose(refilled, {}, nullptr), "cache_churn"));
+    // XLA's pinned host flags (cuMemHostAlloc/cuMemFreeHost of 8 bytes, recorded with the current
+    // device) all through the run are not device memory: no churn.
+    Report pinned = refilled;
+    const uint16_t hostAlloc = pinned.timeline.intern("cuMemHostAlloc"), hostFree = pinned.timeline.intern("cuMemFreeHost");
+    for (TimelineRow& row : pinned.timeline.rows)
+        row.api = pinned.timeline.name(row.kind) == "alloc" ? hostAlloc : hostFree;
+    CHECK_FALSE(has(diagnose(pinned, {}, nullptr), "cache_churn"));
 }
 
 TEST_CASE("leaks: steady growth after warm-up is found, with bytes per step", "[diagnosis][leaks]")

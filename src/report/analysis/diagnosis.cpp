@@ -1,10 +1,11 @@
 #include "report/analysis/diagnosis.h"
 
 #include "report/analysis/analysis.h"
+#include "report/analysis/memory_over_time.h"
 #include "report/format.h"
-#include "report/analysis/analysis.h"
 
 #include <algorithm>
+#include <bitset>
 #include <cmath>
 #include <map>
 
@@ -266,40 +267,57 @@ void churnRule(const Report& r, std::vector<Diagnosis>& out)
     size_t end = 0;
     while (end < r.timeline.rows.size() && r.timeline.name(r.timeline.rows[end].kind) != "alloc_failed")
         ++end;
-    if (end == 0)
+    // Churn is device memory given back and taken again, over and over: a refill is a free that an
+    // allocation follows. Frees after the last allocation are teardown (a pool handed back at
+    // exit), not churn; start-up (module loading, autotuning scratch, a JIT's warm-up, the first
+    // calls of a short program) allocates and frees in bursts. So the refills must persist: seen
+    // in at least 5 of 8 equal slices of the run (to the first failure, or to the trigger when
+    // nothing failed: an exit long after a start-up burst).
+    std::vector<size_t> refills;  // rows: frees with an allocation after them
+    uint64_t allocs = 0;
+    std::vector<size_t> unfilled;  // frees since the last allocation
+    std::vector<bool> deviceApi(r.timeline.names.size());  // pinned host and managed memory are not device churn
+    for (size_t i = 0; i < deviceApi.size(); ++i)
+        deviceApi[i] = deviceMemoryApi(r.timeline.names[i]);
+    for (size_t i = 0; i < end; ++i) {
+        const TimelineRow& row = r.timeline.rows[i];
+        if (row.device < 0 || row.api >= deviceApi.size() || !deviceApi[row.api])
+            continue;
+        const std::string& kind = r.timeline.name(row.kind);
+        if (kind == "free")
+            unfilled.push_back(i);
+        else if (kind == "alloc") {
+            ++allocs;
+            refills.insert(refills.end(), unfilled.begin(), unfilled.end());
+            unfilled.clear();
+        }
+    }
+    if (refills.size() < 10 || refills.size() * 4 < allocs)
         return;
-    // Churn persists: start-up (module loading, autotuning scratch, a JIT's warm-up) allocates
-    // and frees in a burst and is done. Counted over the later half of the run up to the first
-    // failure, or to the trigger when nothing failed (an exit long after a start-up burst).
     const uint64_t first = r.timeline.rows.front().timeNs;
     uint64_t last = r.timeline.rows[end - 1].timeNs;
     if (end == r.timeline.rows.size() && r.trigger.timeNs > last)
         last = r.trigger.timeNs;
-    const uint64_t later = first + (last - first) / 2;
-    uint64_t allocs = 0, frees = 0;
-    for (size_t i = 0; i < end; ++i) {
-        const TimelineRow& row = r.timeline.rows[i];
-        if (row.device < 0 || row.timeNs < later)
-            continue;
-        const std::string& kind = r.timeline.name(row.kind);
-        allocs += kind == "alloc" ? 1 : 0;
-        frees += kind == "free" ? 1 : 0;
-    }
-    if (frees < 10 || frees * 4 < allocs)
+    const uint64_t span = std::max<uint64_t>(last - first, 1);
+    unsigned slices = 0;
+    for (size_t i : refills)
+        slices |= 1u << std::min<uint64_t>(7, (r.timeline.rows[i].timeNs - first) * 8 / span);
+    if (std::bitset<8>(slices).count() < 5)
         return;
+    const uint64_t frees = refills.size();
     const bool torch = r.trigger.framework || std::find(r.capture.backends.begin(), r.capture.backends.end(),
                                                         "torch") != r.capture.backends.end();
     if (torch)
         out.push_back({"cache_churn", Severity::Warning,
                        std::to_string(frees) + " segments given back to CUDA and " + std::to_string(allocs) +
-                           " taken in the later half of the run: PyTorch's cache is being emptied and refilled (each cudaFree "
+                           " taken again, all through the run: PyTorch's cache is being emptied and refilled (each cudaFree "
                            "synchronizes the device)",
                        "remove torch.cuda.empty_cache() from the step loop, or call it rarely; "
                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
     else
         out.push_back({"cache_churn", Severity::Warning,
                        std::to_string(allocs) + " allocations and " + std::to_string(frees) +
-                           " frees of device memory in the later half of the run (each cudaFree synchronizes the "
+                           " frees of device memory, refilled all through the run (each cudaFree synchronizes the "
                            "device)",
                        "reuse buffers across iterations, or allocate stream-ordered (cudaMallocAsync) from a pool"});
 }
