@@ -12,7 +12,8 @@ silent pass.
 The peak is the most device memory the process held at once during the test (PyTorch's cache
 is emptied before the test, so that what earlier tests left cached does not count). The leak
 is what the test left allocated: with PyTorch, torch.cuda.memory_allocated() after the test
-against before it, both after gc.collect(); otherwise the device memory oomscope tracks. A
+against before it, both after gc.collect() (and with PyTorch's cuBLAS workspaces given back:
+library state, not the test's); otherwise the device memory oomscope tracks. A
 failure names the largest sites, with their lines, from a report written for it.
 """
 import gc
@@ -68,6 +69,12 @@ def _settle(empty_cache):
     cuda = _torch_cuda()
     if cuda is not None:
         cuda.synchronize()
+        # The cuBLAS workspaces PyTorch keeps per handle from a test's first matmul on are the
+        # library's, not the test's: given back before each measure (as PyTorch's own leak check
+        # does), else the first test to multiply "leaks" them.
+        clear = getattr(sys.modules["torch"]._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()
         if empty_cache:
             cuda.empty_cache()
 

@@ -27,7 +27,7 @@ def train_gpt2(steps=4, batch=8, oom_batch=512):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     losses = []
     for step in range(steps + 1):
-        size = oom_batch if step == steps else batch
+        size = oom_batch if oom_batch and step == steps else batch
         tokens = torch.randint(0, config.vocab_size, (size, 1024), device="cuda")
         try:
             loss = model(tokens, labels=tokens).loss
@@ -50,6 +50,8 @@ def main():
         torch._C._cuda_attach_out_of_memory_observer(observer)
     if mode in ("gpt2", "expandable", "async"):
         train_gpt2()
+    elif mode == "healthy":
+        train_gpt2(steps=6, oom_batch=None)
     elif mode == "fraction":
         torch.cuda.set_per_process_memory_fraction(0.1)
         try:

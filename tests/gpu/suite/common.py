@@ -229,3 +229,30 @@ def where(rep, stack_id):
         if not module.startswith(("libcuda.so", "libcudart", "libcupti", "liboomscope")):
             return f"{f.get('symbol') or '?'} ({module})"
     return "?"
+
+
+def analysed(ctx, path):
+    """The report at path as `oomscope report --format json` gives it: leaks and diagnosis filled."""
+    import json
+    p = subprocess.run([ctx.oomscope, "report", "--format", "json", path], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, f"report --format json {path}: exit {p.returncode}: {p.stderr[-500:]}")
+    return json.loads(p.stdout)
+
+
+def false_alarms(ctx, run):
+    """Issue 21 (4): a healthy program's exit report has no growth or cache_churn finding."""
+    check(run.reports.get("exit"), f"no exit report: {run.stderr[-500:]}")
+    rep = analysed(ctx, run.reports["exit"][-1])
+    found = [f"{d['code']}: {d['message']}" for d in rep["diagnosis"] if d["code"] in ("growth", "cache_churn")]
+    check(not found, f"false alarms on a healthy run: {found}")
+    return rep
+
+
+def peak_of(rep, device=0):
+    """The device's peak composition (memory[].peak) and the share of it the largest source holds."""
+    row = t.memory_row(rep, device)
+    peak = row.get("peak")
+    check(peak and peak["bytes"] > 0 and peak["sites"], f"no peak composition: {row.get('peak')}")
+    check(peak["bytes"] >= 0.99 * row["peak_tracked_bytes"],
+          f"peak composed at {peak['bytes']} bytes, peak tracked {row['peak_tracked_bytes']}")
+    return peak

@@ -3,8 +3,9 @@ history, the framework's own limit, a failure it recovers from, expandable segme
 async backend."""
 
 import os
+import subprocess
 
-from .common import check, check_allocator_view, compact, GiB, HERE, program_line, t, torch_train
+from .common import check, check_allocator_view, compact, false_alarms, GiB, HERE, peak_of, program_line, t, torch_train
 
 
 def scenario_torch_gpt2(ctx):
@@ -84,6 +85,32 @@ def scenario_torch_gpt2_history(ctx):
             f"{no_python / GiB:.2f} GiB without Python frames (backward)")
 
 
+def scenario_torch_gpt2_peak(ctx):
+    """Issue 21: a healthy GPT-2 training run (no OOM): its exit report, written after the
+    tensors were freed, says what held the peak (torch, by Python line, PyTorch's own peak
+    allocated beside it), `oomscope report` shows it, and no growth or cache_churn is reported."""
+    run, facts = torch_train(ctx, "torch_gpt2_peak", "healthy")
+    check("oom_at_step" not in facts and run.count("oom") == 0, f"an OOM in the healthy run: {run.reports}")
+    rep = false_alarms(ctx, run)
+    peak = peak_of(rep)
+    share = peak["by_source"].get("torch", 0) / peak["bytes"]
+    check(share >= 0.9, f"torch holds {share:.1%} of the peak: {peak['by_source']}")
+    check(peak.get("allocated_bytes") and peak["allocated_bytes"] <= peak["bytes"],
+          f"PyTorch's peak allocated {peak.get('allocated_bytes')} vs peak {peak['bytes']}")
+    lines = []
+    for s in peak["sites"][:3]:
+        f, _ = program_line(rep, s["stack"])
+        lines.append(f"{os.path.basename(f['file'])}:{f['line']} {f['function']}" if f else "?")
+    check(any(l.startswith("torch_train.py") or "forward" in l for l in lines), f"peak sites {lines}")
+    text = subprocess.run([ctx.oomscope, "report", "--color", "never", run.reports["exit"][-1]], capture_output=True,
+                          text=True, timeout=300).stdout
+    check("At the peak" in text, f"no 'At the peak' section: {text[:1500]}")
+    now = t.memory_row(rep, 0)["tracked_bytes"]
+    return (f"{facts['optimizer_steps']} steps, no OOM; exit report: tracked {now / GiB:.2f} GiB now, peak "
+            f"{peak['bytes'] / GiB:.2f} GiB at {peak['time_ns'] / 1e9:.2f} s, torch {share:.1%}, PyTorch allocated "
+            f"{peak['allocated_bytes'] / GiB:.2f} GiB; top sites {lines}; no growth/cache_churn")
+
+
 def scenario_torch_fraction(ctx):
     """(b) an OOM from set_per_process_memory_fraction: no CUDA call fails, one report."""
     run, facts = torch_train(ctx, "torch_fraction", "fraction")
@@ -138,6 +165,7 @@ def scenario_torch_gpt2_async(ctx):
 SCENARIOS = [
     ("torch_gpt2", scenario_torch_gpt2),
     ("torch_gpt2_history", scenario_torch_gpt2_history),
+    ("torch_gpt2_peak", scenario_torch_gpt2_peak),
     ("torch_fraction", scenario_torch_fraction),
     ("torch_recover", scenario_torch_recover),
     ("torch_gpt2_expandable", scenario_torch_gpt2_expandable),
