@@ -11,12 +11,16 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <type_traits>
 #include <string_view>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace oomscope::report {
 namespace {
@@ -504,6 +508,20 @@ protected:
     bool number(T* out)
     {
         space();
+        // Most numbers of a report are short and plain (a million rows, ten each): digits
+        // folded here; long ones (past 18 digits), signs and anything odd go to from_chars.
+        {
+            const char* p = m_p;
+            uint64_t v = 0;
+            while (p < m_end && p - m_p < 18 && unsigned(*p - '0') < 10)
+                v = v * 10 + unsigned(*p++ - '0');
+            if (p > m_p && p < m_end && unsigned(*p - '0') >= 10 && *p != '.' && *p != 'e' && *p != 'E' &&
+                v <= uint64_t(std::numeric_limits<T>::max())) {
+                *out = T(v);
+                m_p = p;
+                return true;
+            }
+        }
         const auto [ptr, ec] = std::from_chars(m_p, m_end, *out);
         if (ec != std::errc() || ptr == m_p || (ptr < m_end && (*ptr == '.' || *ptr == 'e' || *ptr == 'E')))
             return false;
@@ -833,8 +851,25 @@ bool readReportFile(const std::string& path, Report* out, std::string* error)
         *error = path + ": is a directory";
         return false;
     }
-    // One read into a string of the file's size (a report can be 70 MiB: no per-character
-    // stream iteration), then whatever a growing file added.
+    // A regular file is mapped, not read: a report of 10 Mi events is 800 MiB, and reading it
+    // costs a copy and the zeroing of as many fresh pages (a third of `oomscope html` there).
+    if (S_ISREG(st.st_mode) && st.st_size > 0) {
+        const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        void* map = fd < 0 ? MAP_FAILED : mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (fd >= 0)
+            close(fd);
+        if (map != MAP_FAILED) {
+            madvise(map, size_t(st.st_size), MADV_SEQUENTIAL);
+            std::string why;
+            const bool ok = readReportText(std::string_view(static_cast<const char*>(map), size_t(st.st_size)), out, &why);
+            munmap(map, size_t(st.st_size));
+            if (!ok)
+                *error = path + ": " + why;
+            return ok;
+        }
+    }
+    // Otherwise (a pipe, /dev/stdin, a file that cannot be mapped) one read into a buffer of
+    // the file's size (no per-character stream iteration), then whatever a growing file added.
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         *error = path + ": " + std::strerror(errno);

@@ -18,6 +18,15 @@ const std::string& Timeline::name(uint16_t index) const
     return index < names.size() ? names[index] : kUnknown;
 }
 
+Timeline::Flags Timeline::flags(const std::function<bool(const std::string&)>& test) const
+{
+    Flags out;
+    out.byIndex.resize(names.size());
+    for (size_t i = 0; i < names.size(); ++i)
+        out.byIndex[i] = test(names[i]);
+    return out;
+}
+
 bool Timeline::operator==(const Timeline& other) const
 {
     if (capacity != other.capacity || pushed != other.pushed || dropped != other.dropped || rows.size() != other.rows.size())

@@ -7,9 +7,11 @@
 #include "report/enums.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace oomscope::report {
@@ -192,6 +194,16 @@ struct Timeline {
 
     uint16_t intern(const std::string& name);
     const std::string& name(uint16_t index) const;
+    // For a loop over a million rows: test each name once, then ask by index (no string compare).
+    struct Flags {
+        std::vector<bool> byIndex;
+        bool operator()(uint16_t index) const { return index < byIndex.size() && byIndex[index]; }
+    };
+    Flags flags(const std::function<bool(const std::string&)>& test) const;
+    Flags flags(std::string_view wanted) const
+    {
+        return flags([&](const std::string& n) { return n == wanted; });
+    }
 
     // Equal when the rows say the same, whatever the order of the names table.
     bool operator==(const Timeline& other) const;

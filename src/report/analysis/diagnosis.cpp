@@ -264,8 +264,10 @@ void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const So
 void churnRule(const Report& r, std::vector<Diagnosis>& out)
 {
     // Up to the first failed allocation: what follows is the OOM's own cache flush.
+    const Timeline::Flags failed = r.timeline.flags("alloc_failed"), isFree = r.timeline.flags("free"),
+                          isAlloc = r.timeline.flags("alloc"), deviceApi = r.timeline.flags(deviceMemoryApi);
     size_t end = 0;
-    while (end < r.timeline.rows.size() && r.timeline.name(r.timeline.rows[end].kind) != "alloc_failed")
+    while (end < r.timeline.rows.size() && !failed(r.timeline.rows[end].kind))
         ++end;
     // Churn is device memory given back and taken again, over and over: a refill is a free that an
     // allocation follows. Frees after the last allocation are teardown (a pool handed back at
@@ -273,38 +275,35 @@ void churnRule(const Report& r, std::vector<Diagnosis>& out)
     // calls of a short program) allocates and frees in bursts. So the refills must persist: seen
     // in at least 5 of 8 equal slices of the run (to the first failure, or to the trigger when
     // nothing failed: an exit long after a start-up burst).
-    std::vector<size_t> refills;  // rows: frees with an allocation after them
-    uint64_t allocs = 0;
-    std::vector<size_t> unfilled;  // frees since the last allocation
-    std::vector<bool> deviceApi(r.timeline.names.size());  // pinned host and managed memory are not device churn
-    for (size_t i = 0; i < deviceApi.size(); ++i)
-        deviceApi[i] = deviceMemoryApi(r.timeline.names[i]);
-    for (size_t i = 0; i < end; ++i) {
-        const TimelineRow& row = r.timeline.rows[i];
-        if (row.device < 0 || row.api >= deviceApi.size() || !deviceApi[row.api])
-            continue;
-        const std::string& kind = r.timeline.name(row.kind);
-        if (kind == "free")
-            unfilled.push_back(i);
-        else if (kind == "alloc") {
-            ++allocs;
-            refills.insert(refills.end(), unfilled.begin(), unfilled.end());
-            unfilled.clear();
-        }
-    }
-    if (refills.size() < 10 || refills.size() * 4 < allocs)
+    if (end == 0)
         return;
     const uint64_t first = r.timeline.rows.front().timeNs;
     uint64_t last = r.timeline.rows[end - 1].timeNs;
     if (end == r.timeline.rows.size() && r.trigger.timeNs > last)
         last = r.trigger.timeNs;
     const uint64_t span = std::max<uint64_t>(last - first, 1);
-    unsigned slices = 0;
-    for (size_t i : refills)
-        slices |= 1u << std::min<uint64_t>(7, (r.timeline.rows[i].timeNs - first) * 8 / span);
-    if (std::bitset<8>(slices).count() < 5)
+    // One pass (a million rows): the frees since the last allocation wait, as a count and the
+    // slices they fell in, until an allocation makes them refills.
+    uint64_t allocs = 0, frees = 0, waiting = 0;
+    unsigned slices = 0, waitingSlices = 0;
+    for (size_t i = 0; i < end; ++i) {
+        const TimelineRow& row = r.timeline.rows[i];
+        if (row.device < 0 || !deviceApi(row.api))  // pinned host and managed memory are not device churn
+            continue;
+        if (isFree(row.kind)) {
+            ++waiting;
+            const uint64_t at = row.timeNs > first ? row.timeNs - first : 0;
+            waitingSlices |= 1u << unsigned(std::min<uint64_t>(7, at / (span / 8 + 1)));
+        } else if (isAlloc(row.kind)) {
+            ++allocs;
+            frees += waiting;
+            slices |= waitingSlices;
+            waiting = 0;
+            waitingSlices = 0;
+        }
+    }
+    if (frees < 10 || frees * 4 < allocs || std::bitset<8>(slices).count() < 5)
         return;
-    const uint64_t frees = refills.size();
     const bool torch = r.trigger.framework || std::find(r.capture.backends.begin(), r.capture.backends.end(),
                                                         "torch") != r.capture.backends.end();
     if (torch)

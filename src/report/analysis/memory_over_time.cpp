@@ -33,8 +33,14 @@ class Replay {
 public:
     Replay(const Report& r, const OverTimeOptions& o) : m_r(r), m_o(o)
     {
+        // By stack id, a vector (ids are dense from 1; a million rows look theirs up).
+        uint32_t most = 0;
         for (const Stack& s : r.stacks)
-            m_sources[s.id] = s.source ? *s.source : classifyFrames(r, s);
+            most = std::max(most, s.id);
+        m_sources.assign(size_t(std::min<uint32_t>(most, 1u << 24)) + 1, Source::Other);
+        for (const Stack& s : r.stacks)
+            if (s.id < m_sources.size())
+                m_sources[s.id] = s.source ? *s.source : classifyFrames(r, s);
     }
 
     std::vector<DeviceOverTime> run();
@@ -55,7 +61,7 @@ private:
 
     const Report& m_r;
     const OverTimeOptions& m_o;
-    std::unordered_map<uint32_t, Source> m_sources;
+    std::vector<Source> m_sources;  // [stack id]; Other past the end
     std::map<int64_t, Device> m_devices;
     uint64_t m_start = 0, m_end = 0, m_width = 1;
     size_t m_buckets = 1;  // as many as events, at least 64, at most the options' number
@@ -80,8 +86,7 @@ Replay::Device& Replay::device(int64_t index)
 
 void Replay::apply(Device& d, const TimelineRow& row, int sign)
 {
-    auto it = m_sources.find(row.stack);
-    const size_t s = size_t(it == m_sources.end() ? Source::Other : it->second);
+    const size_t s = size_t(row.stack < m_sources.size() ? m_sources[row.stack] : Source::Other);
     d.now[s] += sign * int64_t(row.size);
     d.total += sign * int64_t(row.size);
     ++d.out.events;
@@ -201,11 +206,11 @@ void Replay::addMarkers()
                     d.out.reserved.emplace_back(s.timeNs, *sd.reservedBytes);
             }
         }
+        const Timeline::Flags marker = tl.flags("marker"), failed = tl.flags("alloc_failed");
         for (const TimelineRow& row : tl.rows) {
-            const std::string& kind = tl.name(row.kind);
-            if (kind == "marker" && row.address == 0)
+            if (marker(row.kind) && row.address == 0)
                 labels.push_back({TimeMarker::Kind::Label, row.timeNs, tl.name(row.api)});
-            else if (kind == "alloc_failed" && row.device == index)
+            else if (failed(row.kind) && row.device == index)
                 failures.push_back({TimeMarker::Kind::Failure, row.timeNs,
                                     tl.name(row.api) + " of " + formatBytes(row.size) + " failed (error " +
                                         std::to_string(row.error) + ")"});
@@ -241,10 +246,10 @@ std::optional<uint64_t> trackedAt(const Report& report, uint64_t monoNs)
     int64_t held = 0;
     for (const MemoryRow& row : report.memory)
         held += int64_t(row.trackedBytes);
+    const Timeline::Flags isAlloc = tl.flags("alloc"), isFree = tl.flags("free"), deviceApi = tl.flags(deviceMemoryApi);
     for (auto it = tl.rows.rbegin(); it != tl.rows.rend() && it->timeNs > monoNs; ++it) {
-        const std::string& kind = tl.name(it->kind);
-        const int sign = kind == "alloc" ? 1 : kind == "free" ? -1 : 0;
-        if (sign != 0 && it->device >= 0 && deviceMemoryApi(tl.name(it->api)))
+        const int sign = isAlloc(it->kind) ? 1 : isFree(it->kind) ? -1 : 0;
+        if (sign != 0 && it->device >= 0 && deviceApi(it->api))
             held -= sign * int64_t(it->size);
     }
     return uint64_t(std::max<int64_t>(0, held));
