@@ -157,6 +157,15 @@ void Builder::addMemory()
     m_r.memory = memoryRows(m_image.counters, m_facts.devices);
     if (m_trigger.firstFailure)
         m_r.atFirstFailure = memoryRows(m_trigger.firstFailure->counters, m_trigger.firstFailure->devices);
+    // By role: measured at the framework's OOM, else the last step sample's.
+    for (report::MemoryRow& row : m_r.memory) {
+        for (auto step = m_r.steps.rbegin(); step != m_r.steps.rend() && !row.byRole; ++step) {
+            for (const report::StepDevice& d : step->devices) {
+                if (d.device == row.device && d.byRole)
+                    row.byRole = d.byRole;
+            }
+        }
+    }
     const track::FrameworkState* framework = m_trigger.framework;
     if (!framework)
         return;
@@ -164,6 +173,8 @@ void Builder::addMemory()
         const track::FrameworkDevice* fw = framework->device(row.device);
         if (!fw)
             continue;
+        if (auto roles = fw->roles(m_r.trigger.timeNs))
+            row.byRole = roles;
         row.allocatedBytes = fw->allocated;
         row.reservedBytes = fw->reserved;
         row.fragmentedBytes = fw->reserved > fw->allocated ? fw->reserved - fw->allocated : 0;

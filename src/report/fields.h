@@ -33,6 +33,7 @@ inline constexpr int kRound1 = 1;  // pools, step sites and samples, allocator c
 inline constexpr int kRound2 = 2;  // the timeline's handle column, a stack's source
 inline constexpr int kRound3 = 3;  // a process's job identity, a device's context, skipped OOMs,
                                    // the analysis marker, the peak's composition
+inline constexpr int kRound4 = 4;  // memory by role (memory[].by_role, steps[].devices[].by_role)
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -142,6 +143,17 @@ OOMSCOPE_DESCRIBE(MemoryRow)
     v("by_source", x.bySource, kFirst);
     v("by_kind", x.byKind, kFirst);
     v("peak", AbsentWhenEmpty{x.peak}, kRound3);
+    v("by_role", AbsentWhenEmpty{x.byRole}, kRound4);
+}
+
+OOMSCOPE_DESCRIBE(RoleBytes)
+{
+    v("time_ns", x.timeNs, kFirst);
+    v("parameters", x.parameters, kFirst);
+    v("gradients", x.gradients, kFirst);
+    v("optimizer_state", x.optimizerState, kFirst);
+    v("activations", x.activations, kFirst);
+    v("cache", x.cache, kFirst);
 }
 
 OOMSCOPE_DESCRIBE(PeakSite)
@@ -221,6 +233,7 @@ OOMSCOPE_DESCRIBE(StepDevice)
     v("expandable_segments", x.expandableSegments, kRound1);
     v("segment_count", x.segmentCount, kFirst);
     v("largest_free_block_bytes", x.largestFreeBlockBytes, kFirst);
+    v("by_role", AbsentWhenEmpty{x.byRole}, kRound4);
 }
 
 OOMSCOPE_DESCRIBE(Step)

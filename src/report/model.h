@@ -97,6 +97,22 @@ struct PeakComposition {
     bool operator==(const PeakComposition&) const = default;
 };
 
+// What holds the framework's memory on a device, by role (schema revision 4), measured by its
+// adapter from the objects, not guessed from stacks: PyTorch's parameters (the optimizers' and
+// every nn.Parameter it finds), their gradients and the optimizers' state, each storage counted
+// once; activations and temporaries are the rest of what the allocator has allocated, and its
+// cache is reserved − allocated. The five add up to the reserved bytes.
+struct RoleBytes {
+    uint64_t timeNs = 0;  // when measured: the OOM, or the step sample it comes from
+    uint64_t parameters = 0;
+    uint64_t gradients = 0;
+    uint64_t optimizerState = 0;
+    uint64_t activations = 0;
+    uint64_t cache = 0;
+
+    bool operator==(const RoleBytes&) const = default;
+};
+
 struct MemoryRow {
     int64_t device = 0;
     uint64_t trackedBytes = 0;       // live device memory seen by capture
@@ -109,6 +125,7 @@ struct MemoryRow {
     std::map<Source, uint64_t> bySource;            // device memory by the library that asked, + untracked
     std::map<MemKind, uint64_t> byKind;             // live bytes by memory kind
     std::optional<PeakComposition> peak;            // absent where the tracker kept none
+    std::optional<RoleBytes> byRole;                // absent without an adapter that measures roles
 
     bool operator==(const MemoryRow&) const = default;
 };
@@ -222,6 +239,7 @@ struct StepDevice {
     std::optional<bool> expandableSegments;
     std::optional<uint64_t> segmentCount;
     std::optional<uint64_t> largestFreeBlockBytes;
+    std::optional<RoleBytes> byRole;  // revision 4: absent without an adapter that measures roles
 
     bool operator==(const StepDevice&) const = default;
 };

@@ -80,6 +80,12 @@ bool parseDevice(std::istringstream& words, FrameworkState& state)
             d.allocatedPeak = v;
         } else if (key == "expandable") {
             d.expandable = v != 0;
+        } else if (key == "parameters") {
+            d.parameters = v;
+        } else if (key == "gradients") {
+            d.gradients = v;
+        } else if (key == "optimizer_state") {
+            d.optimizerState = v;
         }
     }
     if (!haveAllocated || !haveReserved)

@@ -3,6 +3,8 @@
 // that the preload needs no JSON parser:
 //   device <index> allocated <bytes> reserved <bytes> [active <bytes>] [inactive_split <bytes>] [segments <n>]
 //          [largest_free <bytes>] [allocated_peak <bytes>] [expandable 0|1]
+//          [parameters <bytes> gradients <bytes> optimizer_state <bytes>]   (roles, measured from
+//                                          the objects: all three or none)
 //   segment <device> <address> <size> <stream> <kind>
 //   block <offset> <size> <state>[\t<file>\t<line>\t<function>…]
 //                                          (belongs to the segment above; the Python stack
@@ -35,6 +37,24 @@ struct FrameworkDevice {
     std::optional<uint64_t> largestFree;  // given directly when segments are not sent
     std::optional<uint64_t> allocatedPeak;
     std::optional<bool> expandable;
+    std::optional<uint64_t> parameters, gradients, optimizerState;
+
+    // The memory by role at timeNs, when the adapter measured the roles: activations are the
+    // rest of allocated (never below 0), the cache reserved − allocated.
+    std::optional<report::RoleBytes> roles(uint64_t timeNs) const
+    {
+        if (!parameters || !gradients || !optimizerState)
+            return std::nullopt;
+        report::RoleBytes r;
+        r.timeNs = timeNs;
+        r.parameters = *parameters;
+        r.gradients = *gradients;
+        r.optimizerState = *optimizerState;
+        const uint64_t named = r.parameters + r.gradients + r.optimizerState;
+        r.activations = allocated > named ? allocated - named : 0;
+        r.cache = reserved > allocated ? reserved - allocated : 0;
+        return r;
+    }
 };
 
 

@@ -88,6 +88,7 @@ report::Step StepSampler::sample(uint64_t timeNs, const LiveCounters& counters, 
             d.expandableSegments = fw->expandable;
             d.segmentCount = fw->segmentCount;
             d.largestFreeBlockBytes = state->largestFreeBlock(device);
+            d.byRole = fw->roles(timeNs);
         }
         step.devices.push_back(d);
     }

@@ -1,4 +1,5 @@
 """The PyTorch adapter against the fake torch + fake CUDA + the real preload."""
+import json
 import os
 import pickle
 import subprocess
@@ -319,3 +320,36 @@ def test_an_incompatible_torch_turns_the_adapter_off_with_one_notice(build, tmp_
     rep = r.only("oom")
     assert rep["trigger"]["framework"] is None
     assert "torch" not in rep["capture"]["backends"]
+
+
+@pytest.mark.parametrize("kind", ["sgd", "momentum", "adamw"])
+@pytest.mark.parametrize("loop", ["plain", "closure"])
+def test_memory_by_role_from_the_objects(build, tmp_path, kind, loop):
+    # Issue 24: parameters (the frozen one too), gradients and optimizer state measured from the
+    # objects, exact to the byte at the OOM and at each step; activations the rest of allocated;
+    # inside optimizer.step(closure) as in a plain loop; stateless SGD is never "optimizer state".
+    r, facts = run(build, tmp_path, f"roles-{kind}-{loop}")
+    assert facts["caught"]
+    expected = facts["expected"]
+    rep = r.only("oom")
+    stats = facts["observer_stats"][-1]
+    roles = t.memory_row(rep, 0)["by_role"]
+    for role in ("parameters", "gradients", "optimizer_state"):
+        assert roles[role] == expected[role], (role, roles, expected)
+    allocated = stats["allocated_bytes.all.current"]
+    assert roles["activations"] == allocated - sum(expected.values()) > 0
+    assert roles["cache"] == stats["reserved_bytes.all.current"] - allocated
+    assert roles["time_ns"] == rep["trigger"]["time_ns"]
+    # Every step sample carries them; the exit report takes the last step's.
+    steps = rep["steps"]
+    assert len(steps) == 3 and all(s["devices"][0].get("by_role") for s in steps)
+    assert steps[-1]["devices"][0]["by_role"]["optimizer_state"] == expected["optimizer_state"]
+    exit_roles = t.memory_row(r.only("exit"), 0)["by_role"]
+    assert exit_roles["time_ns"] == t.load(r.reports["exit"][0])["steps"][-1]["time_ns"]
+    analysed = subprocess.run([build.oomscope, "report", "--format", "json", r.reports["oom"][0]],
+                              capture_output=True, text=True, timeout=120)
+    codes = {d["code"] for d in json.loads(analysed.stdout)["diagnosis"]}
+    assert ("optimizer_state" in codes) == (kind != "sgd"), codes
+    text = subprocess.run([build.oomscope, "report", "--color", "never", r.reports["oom"][0]], capture_output=True,
+                          text=True).stdout
+    assert "by role:" in text and "parameters 65.00 MiB" in text, text

@@ -221,6 +221,30 @@ TEST_CASE("rules activations and optimizer_state", "[diagnosis]")
     CHECK_FALSE(has(diagnose(r, {}, nullptr), "activations"));
 }
 
+TEST_CASE("by role, activations and optimizer_state cannot contradict each other", "[diagnosis]")
+{
+    // Lightning runs forward inside optimizer.step(closure): every site's stack has both a
+    // forward() and torch.optim. Without roles the forward wins (not optimizer state)...
+    Report r = torchOom(5 * GiB);
+    addStack(r, 1, {py("/venv/site-packages/torch/nn/modules/conv.py", 450, "Conv2d.forward"),
+                    py("/venv/site-packages/torch/optim/sgd.py", 120, "SGD.step")});
+    r.sites.push_back(Site{1, 0, MemKind::Device, 3, 9 * GiB, 0, 0});
+    auto found = diagnose(r, {}, nullptr);
+    CHECK(has(found, "activations"));
+    CHECK_FALSE(has(found, "optimizer_state"));
+    // ... and with the roles measured, they decide: stateless SGD is never optimizer state.
+    r.memory[0].byRole = RoleBytes{0, 100 * MiB, 100 * MiB, 0, 5 * GiB, 4 * GiB};
+    found = diagnose(r, {}, nullptr);
+    CHECK(has(found, "activations"));
+    CHECK_FALSE(has(found, "optimizer_state"));
+    CHECK(get(found, "activations").message.find("96%") != std::string::npos);
+    // AdamW's state, two copies of the parameters: a third of what is allocated.
+    r.memory[0].byRole = RoleBytes{0, 1 * GiB, 1 * GiB, 2 * GiB, 2 * GiB, 0};
+    found = diagnose(r, {}, nullptr);
+    CHECK(has(found, "optimizer_state"));
+    CHECK_FALSE(has(found, "activations"));  // 2 of 6 GiB, whatever the stacks say
+}
+
 TEST_CASE("rule outside_framework", "[diagnosis]")
 {
     Report r = torchOom(5 * GiB);

@@ -7,7 +7,9 @@ and nothing runs before that), then:
     the segments and blocks of memory._snapshot(), and the preload writes the one report of
     that OOM, with the view at the first failed CUDA call (before PyTorch flushed its cache);
   - registers a global optimizer step post-hook: each step is a step event with a sample of
-    the allocator's counters.
+    the allocator's counters, and of the memory by role (_torch_roles: parameters, gradients,
+    optimizer state, measured from the objects); a pre-hook makes each optimizer known before a
+    closure runs its forward inside step().
 backend:cudaMallocAsync refuses observers and snapshots: then only the steps are attached and
 the preload reports OOMs from the failing CUDA calls, with the pool's statistics.
 OOMSCOPE_TORCH_HISTORY=N turns on _record_memory_history(stacks="python", max_entries=N).
@@ -17,6 +19,8 @@ import importlib.abc
 import os
 import sys
 import threading
+
+from oomscope import _torch_roles
 
 _torch = None
 _history = False  # PyTorch records a Python stack per block (OOMSCOPE_TORCH_HISTORY)
@@ -89,6 +93,7 @@ def _on_torch_imported(torch):
         import importlib
         optimizer = importlib.import_module("torch.optim.optimizer")
         optimizer.register_optimizer_step_post_hook(_on_optimizer_step)
+        optimizer.register_optimizer_step_pre_hook(_on_optimizer_step_begins)
     except Exception as e:
         _notice("steps", f"optimizer steps are not recorded ({type(e).__name__}: {e})")
 
@@ -116,12 +121,14 @@ def _expandable():
     return "expandable_segments:true" in conf.replace(" ", "").lower()
 
 
-def _device_line(torch, device):
+def _device_line(torch, device, rescan=False):
     s = torch.cuda.memory_stats(device)
     return (f"device {device} allocated {s.get('allocated_bytes.all.current', 0)} "
             f"reserved {s.get('reserved_bytes.all.current', 0)} active {s.get('active_bytes.all.current', 0)} "
             f"inactive_split {s.get('inactive_split_bytes.all.current', 0)} segments {s.get('segment.all.current', 0)} "
-            f"allocated_peak {s.get('allocated_bytes.all.peak', 0)} expandable {1 if _expandable() else 0}")
+            + (f"allocated_peak {s['allocated_bytes.all.peak']} " if "allocated_bytes.all.peak" in s else "")
+            + f"expandable {1 if _expandable() else 0}"
+            + _torch_roles.line_keys(torch, device, rescan))
 
 
 def _history_lines(snapshot, device):
@@ -149,7 +156,7 @@ def _frame_fields(frames):
 def allocator_state(device):
     """memory_stats() and the snapshot's segments and blocks, in the preload's line protocol."""
     torch = _torch
-    lines = [_device_line(torch, device)]
+    lines = [_device_line(torch, device, rescan=True)]
     snapshot = torch.cuda.memory._snapshot()
     lines += _history_lines(snapshot, device)
     for seg in snapshot.get("segments", []):
@@ -255,8 +262,16 @@ def step_state():
         return None
 
 
+def _on_optimizer_step_begins(optimizer, args, kwargs):
+    try:
+        _torch_roles.register_optimizer(optimizer)
+    except Exception:
+        pass
+
+
 def _on_optimizer_step(optimizer, args, kwargs):
     try:
+        _torch_roles.register_optimizer(optimizer)
         lib = _lib()
         if lib is not None:
             state = step_state()

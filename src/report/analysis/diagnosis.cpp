@@ -151,10 +151,46 @@ void requestRule(const Report& r, std::vector<Diagnosis>& out)
                    "steps of 1/k); for one huge tensor, shard or chunk it"});
 }
 
+const char* const kActivationsRemedy =
+    "activation checkpointing (torch.utils.checkpoint; model.gradient_checkpointing_enable() in transformers); bf16 "
+    "autocast (torch.autocast(\"cuda\", dtype=torch.bfloat16)) halves fp32 activations; a smaller micro-batch";
+const char* const kOptimizerRemedy =
+    "an 8-bit optimizer (bitsandbytes AdamW8bit keeps a quarter of Adam's state), or shard the state across ranks: "
+    "FSDP or ZeRO (DeepSpeed)";
+
+// From the memory by role the adapter measured (memory[].by_role): exact, and the shares add
+// up, so the two verdicts cannot contradict each other.
+bool roleRules(const Report& r, std::vector<Diagnosis>& out)
+{
+    const MemoryRow* row = r.trigger.device ? r.findMemory(*r.trigger.device) : nullptr;
+    if (!row || !row->byRole)
+        return false;
+    const RoleBytes& b = *row->byRole;
+    const uint64_t allocated = b.parameters + b.gradients + b.optimizerState + b.activations;
+    if (allocated == 0)
+        return true;
+    auto share = [&](uint64_t v) { return formatBytes(v) + " (" + percent(double(v) / double(allocated)) + ")"; };
+    if (double(b.activations) >= 0.5 * double(allocated))
+        out.push_back({"activations", Severity::Warning,
+                       share(b.activations) + " of what PyTorch allocated is activations and temporaries (parameters " +
+                           formatBytes(b.parameters) + ", gradients " + formatBytes(b.gradients) + ", optimizer state " +
+                           formatBytes(b.optimizerState) + ")",
+                       kActivationsRemedy});
+    if (double(b.optimizerState) >= 0.25 * double(allocated))
+        out.push_back({"optimizer_state", Severity::Warning,
+                       share(b.optimizerState) + " of what PyTorch allocated is optimizer state (parameters " +
+                           formatBytes(b.parameters) + ")",
+                       kOptimizerRemedy});
+    return true;
+}
+
 void compositionRules(const Report& r, std::vector<Diagnosis>& out)
 {
     if (!r.trigger.framework || r.trigger.kind != TriggerKind::Oom)
         return;
+    if (roleRules(r, out))
+        return;
+    // Without roles (an older adapter, another framework): guessed from the allocation stacks.
     uint64_t total = 0, forward = 0;
     for (const Site& s : r.sites) {
         if (s.kind != MemKind::Device)
@@ -168,9 +204,7 @@ void compositionRules(const Report& r, std::vector<Diagnosis>& out)
                        formatBytes(forward) + " (" + percent(double(forward) / double(total)) +
                            " of the memory PyTorch reserved) was allocated under forward(): activations kept "
                            "for backward",
-                       "activation checkpointing (torch.utils.checkpoint; model.gradient_checkpointing_enable() in "
-                       "transformers); bf16 autocast (torch.autocast(\"cuda\", dtype=torch.bfloat16)) halves fp32 "
-                       "activations; a smaller micro-batch"});
+                       kActivationsRemedy});
     // Optimizer state: by tensor where blocks carry stacks, else by segment.
     uint64_t optimizer = 0, allocated = 0;
     if (hasBlockStacks(r)) {
@@ -179,23 +213,22 @@ void compositionRules(const Report& r, std::vector<Diagnosis>& out)
                 if (b.state == BlockState::Inactive)
                     continue;
                 allocated += b.size;
-                if (b.stack && stackHas(r, *b.stack, isOptimizer))
+                if (b.stack && stackHas(r, *b.stack, isOptimizer) && !stackHas(r, *b.stack, isForward))
                     optimizer += b.size;
             }
         }
     } else {
         allocated = total;
         for (const Site& s : r.sites) {
-            if (s.kind == MemKind::Device && stackHas(r, s.stack, isOptimizer))
-                optimizer += s.bytes;
+            if (s.kind == MemKind::Device && stackHas(r, s.stack, isOptimizer) && !stackHas(r, s.stack, isForward))
+                optimizer += s.bytes;  // under forward() inside step(closure): an activation
         }
     }
     if (allocated && double(optimizer) >= 0.25 * double(allocated))
         out.push_back({"optimizer_state", Severity::Warning,
                        formatBytes(optimizer) + " (" + percent(double(optimizer) / double(allocated)) +
                            ") is optimizer state, allocated in torch.optim",
-                       "an 8-bit optimizer (bitsandbytes AdamW8bit keeps a quarter of Adam's state), or shard the "
-                       "state across ranks: FSDP or ZeRO (DeepSpeed)"});
+                       kOptimizerRemedy});
 }
 
 void outsideRule(const Report& r, std::vector<Diagnosis>& out)

@@ -106,6 +106,25 @@ void writeDevices(JsonOut& w, const Report& r)
             w.endArray();
         }
         w.endArray();
+        if (m.byRole) {  // the framework's memory by role, as the table view prints it
+            const RoleBytes& b = *m.byRole;
+            w.key("byRoleAtStep");
+            w.value(b.timeNs != r.trigger.timeNs);
+            w.key("byRole");
+            w.beginArray();
+            const std::pair<const char*, uint64_t> roles[] = {{"parameters", b.parameters},
+                                                              {"gradients", b.gradients},
+                                                              {"optimizer state", b.optimizerState},
+                                                              {"activations", b.activations},
+                                                              {"cache", b.cache}};
+            for (const auto& [name, bytes] : roles) {
+                w.beginArray();
+                w.value(std::string(name));
+                w.value(bytes);
+                w.endArray();
+            }
+            w.endArray();
+        }
         w.endObject();
     }
     w.endArray();

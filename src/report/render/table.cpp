@@ -106,6 +106,14 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
         }
         if (!sources.empty())
             out << "  device " << m.device << " by source:" << sources << "\n";
+        if (m.byRole) {
+            const RoleBytes& b = *m.byRole;
+            const bool now = b.timeNs == r.trigger.timeNs;
+            out << "  device " << m.device << " by role" << (now ? "" : " (at the last step sample)")
+                << ":  parameters " << formatBytes(b.parameters) << "  gradients " << formatBytes(b.gradients)
+                << "  optimizer state " << formatBytes(b.optimizerState) << "  activations " << formatBytes(b.activations)
+                << "  cache " << formatBytes(b.cache) << "\n";
+        }
         if (!kinds.empty())
             out << "  device " << m.device << " also:" << kinds << "\n";
     }

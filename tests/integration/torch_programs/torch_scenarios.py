@@ -40,6 +40,39 @@ def train_loop(leak, steps=40):
         optimizer.step()
 
 
+def roles(optimizer_kind, closure):
+    """A model of three trained parameters (10, 20, 30 MiB) and a frozen one (5 MiB), trained
+    three steps (40 MiB of activations a step, gradients kept), then a forward that runs out
+    of memory: plainly, or inside optimizer.step(closure) as Lightning does."""
+    params = [torch.nn.Parameter(torch.empty(n * MiB)) for n in (10, 20, 30)]
+    frozen = torch.nn.Parameter(torch.empty(5 * MiB))
+    optimizer = {"sgd": lambda: torch.optim.SGD(params),
+                 "momentum": lambda: torch.optim.SGD(params, momentum=0.9),
+                 "adamw": lambda: torch.optim.AdamW(params)}[optimizer_kind]()
+
+    def step(too_much):
+        activations = [forward(10) for _ in range(4)]
+        if too_much:
+            activations.append(grow_activations(2048))
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.empty(p.nbytes)
+        del activations
+
+    for i in range(4):
+        try:
+            if closure:
+                optimizer.step(lambda: step(i == 3))
+            else:
+                step(i == 3)
+                optimizer.step()
+        except torch.OutOfMemoryError:
+            facts["caught"] = True
+    facts["expected"] = {"parameters": 65 * MiB, "gradients": 60 * MiB,
+                         "optimizer_state": {"sgd": 0, "momentum": 60, "adamw": 120}[optimizer_kind] * MiB}
+    del frozen
+
+
 def main():
     mode, path = sys.argv[1], sys.argv[2]
     torch.cuda.init()
@@ -88,6 +121,9 @@ def main():
             facts["caught"] = True
     elif mode in ("leak", "steady"):
         train_loop(mode == "leak")
+    elif mode.startswith("roles-"):
+        _, kind, loop = mode.split("-")
+        roles(kind, loop == "closure")
     elif mode == "steps":
         kept = []
         optimizer = torch.optim.Optimizer()

@@ -13,6 +13,7 @@
   const COLORS = {
     torch: '#e4572e', cublas: '#76b041', cudnn: '#2f7f4f', nccl: '#3b7dd8', jax: '#8e5bb5',
     cupy: '#17a398', other: '#8a94a6', untracked: '#c9ced8', free: '#eef1f5',
+    parameters: '#3b7dd8', gradients: '#76b041', 'optimizer state': '#8e5bb5', activations: '#e4572e', cache: '#c9ced8',
   };
   const BLOCK_COLORS = ['#3b7dd8', '#f0a33a', '#e9edf3'];  // active_allocated, active_awaiting_free, inactive
   const MARKER_COLORS = { step: '#9aa3b2', label: '#3b7dd8', failure: '#f08c00', oom: '#c62828' };
@@ -90,6 +91,23 @@
     document.getElementById('headline').append(box);
   }
 
+  // The framework's reserved memory by role (measured from its objects by the adapter).
+  function roleBar(d, fw) {
+    const reserved = Math.max(d.byRole.reduce((sum, [, b]) => sum + b, 0), 1);
+    const title = el('div', { class: 'name' }, `${fw}'s memory by role${d.byRoleAtStep ? ' (at the last step sample)' : ''}`);
+    const bar = el('div', { class: 'stackbar' });
+    const legend = el('div', { class: 'legend' });
+    for (const [role, b] of d.byRole) {
+      const share = (100 * b) / reserved;
+      const span = el('span', { style: `width:${share}%;background:${color(role)}` });
+      span.addEventListener('mousemove', (e) => showTooltip(e.clientX, e.clientY, [row(role, `${bytes(b)} (${share.toFixed(1)}%)`)]));
+      span.addEventListener('mouseleave', hideTooltip);
+      bar.append(span);
+      legend.append(el('span', {}, el('i', { style: `background:${color(role)}` }), `${role} ${bytes(b)}`));
+    }
+    return [title, bar, legend];
+  }
+
   function drawDevices() {
     const box = document.getElementById('devices');
     if (!data.devices.length) { box.append(el('p', { class: 'empty' }, 'No device memory was allocated.')); return; }
@@ -111,6 +129,7 @@
         legend.append(el('span', {}, el('i', { style: `background:${color(source)}` }), `${source} ${bytes(b)}`));
       }
       card.append(bar, legend);
+      if (d.byRole) card.append(...roleBar(d, fw));
       const figures = el('div', { class: 'figures' });
       const add = (label, value) => { if (value !== null && value !== undefined) figures.append(el('div', {}, el('span', {}, label), el('b', {}, bytes(value)))); };
       add('allocated', d.allocated);

@@ -6,6 +6,7 @@ optimizer step post-hooks. The real thing is tested on the GPU (tests/gpu)."""
 
 from torch import _C  # noqa: F401
 from torch import cuda  # noqa: F401
+from torch import nn  # noqa: F401
 from torch import optim  # noqa: F401
 from torch.cuda._allocator import OutOfMemoryError, Tensor  # noqa: F401
 

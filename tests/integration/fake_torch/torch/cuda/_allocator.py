@@ -29,7 +29,27 @@ class Segment:
         self.blocks = [Block(self, 0, size, False)]
 
 
+class _Device:
+    type = "cuda"
+    index = 0
+
+
+class _Storage:
+    def __init__(self, tensor):
+        self._tensor = tensor
+
+    def data_ptr(self):
+        return self._tensor.data_ptr()
+
+    def nbytes(self):
+        return self._tensor.nbytes
+
+
 class Tensor:
+    is_cuda = True
+    device = _Device()
+    grad = None
+
     def __init__(self, block, nbytes):
         self._block = block
         self.nbytes = nbytes
@@ -37,8 +57,17 @@ class Tensor:
     def data_ptr(self):
         return self._block.segment.address + self._block.offset
 
+    def untyped_storage(self):
+        return _Storage(self)
+
+    def __eq__(self, other):  # elementwise in the real thing: never a bool
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+
+    __hash__ = object.__hash__
+
     def __del__(self):
-        ALLOCATOR.free(self._block)
+        if self._block is not None:
+            ALLOCATOR.free(self._block)
 
 
 class CachingAllocator:
