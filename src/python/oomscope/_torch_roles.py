@@ -16,7 +16,10 @@ Parameters from one scan at the first measure, and again at each OOM. Tensors ar
 weak reference, keyed by id (a tensor's == is elementwise: never in a WeakSet)."""
 
 import gc
+import os
 import weakref
+
+ENABLED = os.environ.get("OOMSCOPE_TORCH_ROLES", "1").strip() != "0"
 
 _optimizers = {}  # id -> weakref.ref(optimizer)
 _parameters = {}  # id -> weakref.ref(Parameter)
@@ -96,7 +99,10 @@ def measure(torch, device, rescan=False):
 
 
 def line_keys(torch, device, rescan=False):
-    """The device line's role keys, or "" when there is nothing to name or measuring failed."""
+    """The device line's role keys, or "" when there is nothing to name, measuring failed, or
+    OOMSCOPE_TORCH_ROLES=0."""
+    if not ENABLED:
+        return ""
     try:
         roles = measure(torch, device, rescan)
     except Exception:

@@ -46,6 +46,11 @@ def scenario_torch_gpt2(ctx):
     check(kinds["none"] <= 0.02 * total, f"{kinds['none'] / GiB:.2f} GiB of sites without Python lines: {kinds}")
     trig = [f for f in t.stack(rep, rep["trigger"]["stack"])["frames"] if f["kind"] == "python"]
     check(trig and any(f["function"] == "train_gpt2" for f in trig), f"trigger python frames {trig[:4]}")
+    # Issue 24: the memory by role, exact against what the observer sums from the objects.
+    roles = row.get("by_role")
+    expected = facts["observer_roles"][-1]
+    check(roles and all(roles[k] == expected[k] for k in expected), f"by_role {roles} vs objects {expected}")
+    check(roles["activations"] == row["allocated_bytes"] - sum(expected.values()), f"activations {roles}")
     steps = rep["steps"]
     check(len(steps) == facts["optimizer_steps"], f"{len(steps)} steps for {facts['optimizer_steps']} optimizer steps")
     check(all(s["devices"][0]["reserved_bytes"] is not None for s in steps), "steps without samples")
@@ -54,7 +59,9 @@ def scenario_torch_gpt2(ctx):
             f"{rep['trigger']['requested_bytes'] / GiB:.2f} GiB; {len(rep['segments'])} segments, blocks add up; "
             f"{len(steps)} steps sampled; sites by Python line (no history): forward {kinds['forward'] / GiB:.2f} GiB, "
             f"backward {kinds['backward'] / GiB:.2f} GiB, optimizer {kinds['optimizer'] / GiB:.2f} GiB, "
-            f"none {kinds['none'] / GiB:.2f} GiB; top {top}")
+            f"none {kinds['none'] / GiB:.2f} GiB; top {top}; by_role == the objects' sums: parameters "
+            f"{roles['parameters'] / GiB:.2f} GiB, gradients {roles['gradients'] / GiB:.2f} GiB, optimizer state "
+            f"{roles['optimizer_state'] / GiB:.2f} GiB, activations {roles['activations'] / GiB:.2f} GiB")
 
 
 def scenario_torch_gpt2_history(ctx):
@@ -105,10 +112,20 @@ def scenario_torch_gpt2_peak(ctx):
     text = subprocess.run([ctx.oomscope, "report", "--color", "never", run.reports["exit"][-1]], capture_output=True,
                           text=True, timeout=300).stdout
     check("At the peak" in text, f"no 'At the peak' section: {text[:1500]}")
+    # Issue 24: the roles at the last step (AdamW: two fp32 copies of the parameters), and what
+    # measuring them costs a step.
+    roles = t.memory_row(rep, 0).get("by_role")
+    check(roles and roles["optimizer_state"] == 2 * roles["parameters"] and roles["gradients"] == roles["parameters"],
+          f"by_role at exit {roles}")
+    step = sorted(facts["step_s"])[len(facts["step_s"]) // 2]
+    cost = facts["roles_measure_s"] / step
+    check(cost <= 0.01, f"measuring the roles takes {facts['roles_measure_s'] * 1e3:.2f} ms, {cost:.2%} of a step")
     now = t.memory_row(rep, 0)["tracked_bytes"]
     return (f"{facts['optimizer_steps']} steps, no OOM; exit report: tracked {now / GiB:.2f} GiB now, peak "
             f"{peak['bytes'] / GiB:.2f} GiB at {peak['time_ns'] / 1e9:.2f} s, torch {share:.1%}, PyTorch allocated "
-            f"{peak['allocated_bytes'] / GiB:.2f} GiB; top sites {lines}; no growth/cache_churn")
+            f"{peak['allocated_bytes'] / GiB:.2f} GiB; top sites {lines}; no growth/cache_churn; by role at the last "
+            f"step: parameters {roles['parameters'] / GiB:.2f} GiB, optimizer state 2x; measuring the roles "
+            f"{facts['roles_measure_s'] * 1e3:.2f} ms per step sample = {cost:.2%} of the median step ({step * 1e3:.0f} ms)")
 
 
 def scenario_torch_fraction(ctx):

@@ -8,7 +8,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
-from .common import check, HERE, t
+from .common import analysed, check, HERE, t
 
 
 def failures(xml_path):
@@ -102,6 +102,13 @@ def scenario_batch_finder(ctx):
         check(r["ooms"] <= 8 or (oom_reports == 8 and skipped >= 1),
               f"{r['ooms']} OOMs caught, {oom_reports} reports, {skipped} counted in the exit report")
         r["summary"] = f"{r['ooms']} OOMs caught -> {oom_reports} OOM reports + exit report counting {skipped} episodes"
+        # Issue 24: Lightning runs forward inside optimizer.step(closure); plain SGD keeps no
+        # state, and the report says so (no optimizer_state verdict, by_role's state 0).
+        first = analysed(ctx, r["reports"]["oom"][0])
+        roles = t.memory_row(first, first["trigger"]["device"]).get("by_role")
+        codes = [d["code"] for d in first["diagnosis"]]
+        check(roles and roles["optimizer_state"] == 0 and "optimizer_state" not in codes, f"by_role {roles}; {codes}")
+        r["summary"] += f"; first OOM: by_role optimizer state 0, verdicts {codes}"
     ratio = sum(r["wall"] for r in traced) / sum(r["wall"] for r in plain)
     check(ratio <= 1.10, f"wall time with the tool {ratio:.3f}x without: {[(tr, round(r['wall'], 1)) for tr, r in runs]}")
     walls = ", ".join(f"{'traced' if tr else 'plain'} {r['wall']:.1f} s" for tr, r in runs)
