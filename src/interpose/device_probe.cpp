@@ -110,6 +110,8 @@ std::vector<report::Device> DriverDeviceProbe::probeDevices()
                 primaryRelease(dev);
             }
         }
+        if (const uint64_t limit = deviceLimitOf(i))
+            d.limitBytes = limit;
         devices.push_back(std::move(d));
     }
     return devices;

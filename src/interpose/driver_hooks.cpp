@@ -150,8 +150,12 @@ OOMSCOPE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
     if (!real)
         return oi::unresolvedResult<CUresult>();
     oi::HookScope scope;
-    const CUresult rc = real(handle, size, prop, flags);
-    if (auto* r = recordingRecorder(scope)) {
+    auto* recording = recordingRecorder(scope);
+    const bool onDevice = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    const CUresult rc = recording && onDevice && oi::deviceLimitOn() && oi::deviceLimitRefuses(prop->location.id, size)
+                            ? CUDA_ERROR_OUT_OF_MEMORY  // rehearsing a smaller card (device_limit.h)
+                            : real(handle, size, prop, flags);
+    if (auto* r = recording) {
         oomscope::track::Allocation rec;
         rec.api = oi::apiOf(HookId::cuMemCreate);
         rec.kind = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? MemKind::Device : MemKind::HostPinned;
@@ -233,5 +237,12 @@ OOMSCOPE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 OOMSCOPE_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total)
 {
     const auto real = oi::realFn<HookId::cuMemGetInfo_v2>();
-    return real ? real(free, total) : oi::unresolvedResult<CUresult>();
+    if (!real)
+        return oi::unresolvedResult<CUresult>();
+    oi::HookScope scope;
+    const CUresult rc = real(free, total);
+    // Rehearsing a smaller card: the program's allocator sizes itself to that card.
+    if (rc == CUDA_SUCCESS && oi::deviceLimitOn() && scope.recording())
+        oi::deviceLimitAdjust(oi::currentDevice(oi::Family::Driver), free, total);
+    return rc;
 }

@@ -11,6 +11,7 @@
 #include "track/ids.h"
 
 #include "interpose/cuda_extra.h"
+#include "interpose/device_limit.h"
 #include <dlfcn.h>
 
 #include <atomic>
@@ -120,6 +121,8 @@ private:
     bool m_outer;
 };
 
+int currentDevice(Family family) noexcept;  // recording.cpp
+
 // The recording helpers, called after the real allocation returns and before the real free.
 void afterAlloc(HookId id, track::MemKind kind, int result, uint64_t address, uint64_t size, uint64_t requested,
                 uint64_t stream) noexcept;
@@ -142,6 +145,11 @@ inline auto allocHook(track::MemKind kind, uint64_t requested, uint64_t stream, 
     HookScope scope;
     if (!scope.recording())
         return real(args...);
+    if (__builtin_expect(deviceLimitOn(), 0) && kind == track::MemKind::Device &&
+        deviceLimitRefuses(currentDevice(kHooks[size_t(H)].family), requested)) {
+        afterAlloc(H, kind, 2, 0, 0, requested, stream);  // the API's own out-of-memory error
+        return static_cast<R>(2);
+    }
     const R rc = real(args...);
     uint64_t address = 0, size = requested;
     if (static_cast<int>(rc) == 0)

@@ -3,6 +3,7 @@
 #include "interpose/recording.h"
 #include "interpose/hooks.h"
 
+namespace oi = oomscope::interpose;
 using oomscope::interpose::allocHook;
 using oomscope::interpose::freeHook;
 using oomscope::interpose::HookId;
@@ -110,4 +111,16 @@ OOMSCOPE_EXPORT cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned in
 OOMSCOPE_EXPORT cudaError_t cudaFreeHost(void* ptr)
 {
     return freeHook<HookId::cudaFreeHost>(toU64(ptr), 0, ptr);
+}
+
+OOMSCOPE_EXPORT cudaError_t cudaMemGetInfo(size_t* free, size_t* total)
+{
+    const auto real = oi::realFn<HookId::cudaMemGetInfo>();
+    if (!real)
+        return oi::unresolvedResult<cudaError_t>();
+    oi::HookScope scope;  // the driver's query inside it is not adjusted twice
+    const cudaError_t rc = real(free, total);
+    if (rc == cudaSuccess && oi::deviceLimitOn() && scope.recording())
+        oi::deviceLimitAdjust(oi::currentDevice(oi::Family::Runtime), free, total);
+    return rc;
 }

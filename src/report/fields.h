@@ -33,7 +33,8 @@ inline constexpr int kRound1 = 1;  // pools, step sites and samples, allocator c
 inline constexpr int kRound2 = 2;  // the timeline's handle column, a stack's source
 inline constexpr int kRound3 = 3;  // a process's job identity, a device's context, skipped OOMs,
                                    // the analysis marker, the peak's composition
-inline constexpr int kRound4 = 4;  // memory by role (memory[].by_role, steps[].devices[].by_role)
+inline constexpr int kRound4 = 4;  // memory by role (memory[].by_role, steps[].devices[].by_role),
+                                   // a rehearsed device limit (devices[].limit_bytes)
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -128,6 +129,7 @@ OOMSCOPE_DESCRIBE(Device)
     v("driver_version", x.driverVersion, kFirst);
     v("runtime_version", x.runtimeVersion, kFirst);
     v("context", AbsentWhenEmpty{x.context}, kRound3);
+    v("limit_bytes", AbsentWhenEmpty{x.limitBytes}, kRound4);
 }
 
 OOMSCOPE_DESCRIBE(MemoryRow)

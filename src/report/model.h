@@ -73,6 +73,9 @@ struct Device {
     // Whether the process had a context on the device at the trigger (its current one, or an
     // active primary context); null where the driver could not say (schema revision 3).
     std::optional<bool> context;
+    // The card rehearsed (OOMSCOPE_DEVICE_LIMIT): allocations past it were refused with the
+    // API's out-of-memory error (schema revision 4; absent when the run was not limited).
+    std::optional<uint64_t> limitBytes;
 
     bool operator==(const Device&) const = default;
 };

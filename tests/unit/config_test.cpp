@@ -1,4 +1,5 @@
 #include "track/config.h"
+#include "track/device_cards.h"
 
 #include <catch2/catch.hpp>
 
@@ -19,4 +20,19 @@ TEST_CASE("sizes with binary units", "[config]")
     CHECK_FALSE(parseSize("-5", &v));
     CHECK_FALSE(parseSize("99999999999999999999Ti", &v));
     CHECK_FALSE(parseSize(nullptr, &v));
+}
+
+TEST_CASE("device limits: a size for every device, one per device, or a card's name", "[config]")
+{
+    using oomscope::track::parseDeviceLimitList;
+    using oomscope::track::parseSize;
+    uint64_t l[4] = {};
+    REQUIRE(parseDeviceLimitList("24GiB", l, 4, parseSize));
+    CHECK((l[0] == (24ull << 30) && l[3] == (24ull << 30)));
+    REQUIRE(parseDeviceLimitList("24GiB,40GiB", l, 4, parseSize));
+    CHECK((l[0] == (24ull << 30) && l[1] == (40ull << 30)));
+    REQUIRE(parseDeviceLimitList("A100-40GB", l, 4, parseSize));  // names in any case
+    CHECK(l[2] == 40960ull << 20);
+    for (const char* bad : {"", ",", "24GiB,", "0", "l5", "24XB", "1,2,3,4,5"})
+        CHECK_FALSE(parseDeviceLimitList(bad, l, 4, parseSize));
 }

@@ -104,6 +104,9 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
             if (bytes > 0)
                 sources += "  " + source + " " + formatBytes(bytes);
         }
+        if (const Device* d = r.findDevice(m.device); d && d->limitBytes)
+            out << "  device " << m.device << ": rehearsed as a card of " << formatBytes(*d->limitBytes)
+                << " (--device-limit): allocations past it were refused with the API's out-of-memory error\n";
         if (!sources.empty())
             out << "  device " << m.device << " by source:" << sources << "\n";
         if (m.byRole) {

@@ -4,6 +4,8 @@
 // and exits as CMD did (the same status, or the same signal).
 #include "command.h"
 #include "commands/check.h"
+#include "report/analysis/check.h"
+#include "track/device_cards.h"
 
 #include <CLI/CLI.hpp>
 
@@ -275,6 +277,11 @@ public:
                       "With --check: exit with N when the check finds something, whatever the program's own "
                       "status (as compute-sanitizer and valgrind do): findings told apart from the program's failure")
             ->check(CLI::Range(1, 255));
+        c->add_option("--device-limit", m_deviceLimit,
+                      "Rehearse on a smaller GPU: SIZE (every device), SIZE,SIZE,... (per device) or a card "
+                      "(t4, l4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, h200). Allocations past it fail "
+                      "with the API's own out-of-memory error; the memory query answers as that card "
+                      "(OOMSCOPE_DEVICE_LIMIT)");
         c->add_option("--via", m_via,
                       "How the library enters the program: preload (LD_PRELOAD, the default) or inject "
                       "(CUDA_INJECTION64_PATH: CUPTI callbacks alone, for static runtimes and where LD_PRELOAD "
@@ -308,6 +315,7 @@ private:
     std::string m_outputDir;
     std::string m_check;  // --check[=RULES]: empty when not asked
     std::string m_via = "preload";
+    std::string m_deviceLimit;
     int m_errorExitcode = 0;  // 0: not asked
     CheckOptions m_checkOptions;
     std::vector<std::string> m_command;
@@ -353,6 +361,16 @@ int RunCommand::run()
     if (!makeDirs(outputDir)) {
         logError("run: cannot create the output folder " + outputDir + ": " + std::strerror(errno));
         return kExitUsage;
+    }
+    if (!m_deviceLimit.empty()) {
+        uint64_t limits[64];
+        auto size = [](const char* text, uint64_t* out) { return oomscope::report::parseSizeArgument(text, out); };
+        if (!oomscope::track::parseDeviceLimitList(m_deviceLimit.c_str(), limits, 64, size)) {
+            logError("run: --device-limit " + m_deviceLimit + ": not a size (24GiB), a list of sizes (24GiB,40GiB) "
+                     "or a card (t4, l4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, h200)");
+            return kExitUsage;
+        }
+        setenv("OOMSCOPE_DEVICE_LIMIT", m_deviceLimit.c_str(), 1);
     }
     const std::set<std::string> before = reportsIn(outputDir);
     if (!prepareEnvironment(lib, outputDir, m_via, !m_check.empty()))

@@ -1,0 +1,123 @@
+#include "interpose/device_limit.h"
+
+#include "interpose/hooks.h"
+#include "interpose/recording.h"
+#include "track/config.h"
+#include "track/device_cards.h"
+#include "track/live_counters.h"
+#include "track/recorder.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace oomscope::interpose {
+namespace {
+
+constexpr int kDevices = track::LiveCounters::kMaxDevices;
+
+struct Limits {
+    uint64_t bytes[kDevices] = {};
+    bool on = false;
+};
+
+const Limits& limits()
+{
+    static const Limits* l = [] {
+        auto* out = new Limits;  // never destroyed: hooks may run during static destruction
+        const char* text = std::getenv("OOMSCOPE_DEVICE_LIMIT");
+        if (text && *text && std::strcmp(text, "0") != 0) {
+            if (parseDeviceLimits(text, out->bytes, kDevices))
+                out->on = true;
+            else
+                std::fprintf(stderr, "oomscope: OOMSCOPE_DEVICE_LIMIT=%s is not a size list or a card's name: "
+                                     "running unlimited\n", text);
+        }
+        return out;
+    }();
+    return *l;
+}
+
+// Per device: the context's bytes (measured once), and whether the limit is in force (a limit
+// above the device's memory is said once and dropped).
+std::atomic<int64_t> g_residue[kDevices];  // the context's bytes, once measured
+std::atomic<uint8_t> g_state[kDevices];    // 0 unmeasured, 1 in force, 2 dropped
+
+bool driverInfo(size_t* free, size_t* total)
+{
+    const auto fn = realFn<HookId::cuMemGetInfo_v2>();
+    return fn && fn(free, total) == CUDA_SUCCESS;
+}
+
+uint64_t tracked(int device)
+{
+    track::Recorder* r = recorder();
+    return r ? r->liveBytes(device, track::MemKind::Device) : 0;
+}
+
+// 1 when the device's limit is in force; measures the context's bytes the first time.
+bool inForce(int device)
+{
+    if (device < 0 || device >= kDevices || !limits().on || limits().bytes[device] == 0)
+        return false;
+    uint8_t state = g_state[device].load(std::memory_order_acquire);
+    if (state == 0) {
+        size_t free = 0, total = 0;
+        if (!driverInfo(&free, &total))
+            return false;  // not measurable now (no context yet): asked again next time
+        const uint64_t used = total - free, held = tracked(device);
+        g_residue[device].store(int64_t(used > held ? used - held : 0), std::memory_order_relaxed);
+        uint8_t expected = 0;
+        const uint8_t next = limits().bytes[device] > total ? 2 : 1;
+        if (g_state[device].compare_exchange_strong(expected, next) && next == 2)
+            std::fprintf(stderr, "oomscope: the device limit of %.2f GiB is more than device %d has (%.2f GiB): "
+                                 "running unlimited there\n", double(limits().bytes[device]) / double(1 << 30), device,
+                         double(total) / double(1 << 30));
+        state = g_state[device].load(std::memory_order_acquire);
+    }
+    return state == 1;
+}
+
+uint64_t used(int device)
+{
+    return tracked(device) + uint64_t(g_residue[device].load(std::memory_order_relaxed));
+}
+
+} // namespace
+
+bool parseDeviceLimits(const char* text, uint64_t* out, int max) noexcept
+{
+    return track::parseDeviceLimitList(text, out, max, track::parseSize);
+}
+
+bool deviceLimitOn() noexcept
+{
+    return limits().on;
+}
+
+bool deviceLimitRefuses(int device, uint64_t request) noexcept
+{
+    if (!inForce(device))
+        return false;
+    return used(device) + request > limits().bytes[device];
+}
+
+void deviceLimitAdjust(int device, size_t* free, size_t* total) noexcept
+{
+    if (!free || !total || !inForce(device))
+        return;
+    const uint64_t limit = limits().bytes[device], now = used(device);
+    const uint64_t left = now < limit ? limit - now : 0;
+    *total = size_t(limit);
+    *free = size_t(left < *free ? left : *free);
+}
+
+uint64_t deviceLimitOf(int device) noexcept
+{
+    return device >= 0 && device < kDevices && g_state[device].load(std::memory_order_acquire) != 2 && limits().on
+               ? limits().bytes[device]
+               : 0;
+}
+
+} // namespace oomscope::interpose
