@@ -39,6 +39,7 @@ std::unique_ptr<Command> makeDiffCommand();
 std::unique_ptr<Command> makeRecoverCommand();
 std::unique_ptr<Command> makeExportCommand();
 std::unique_ptr<Command> makeHtmlCommand();
+std::unique_ptr<Command> makeFitCommand();
 
 // The text of file:line where the file is readable here (cached per file), for leak verdicts.
 report::SourceLine sourceReader();

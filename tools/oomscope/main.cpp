@@ -18,7 +18,7 @@ int main(int argc, char** argv)
     app.set_version_flag("--version", OOMSCOPE_VERSION);
     app.require_subcommand(1);
     std::unique_ptr<Command> commands[] = {makeRunCommand(), makeReportCommand(), makeCheckCommand(),
-                                           makeDiffCommand(), makeRecoverCommand(), makeHtmlCommand(),
+                                           makeDiffCommand(), makeRecoverCommand(), makeHtmlCommand(), makeFitCommand(),
                                            makeExportCommand()};
     std::vector<std::pair<CLI::App*, Command*>> parsers;
     int parsedArgc = argc;

@@ -1,0 +1,72 @@
+"""oomscope fit (issue 23) on the fake CUDA (1 GiB device, 32 MiB context): a program whose
+memory is 100 MiB + 30 MiB·size."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAM = os.path.join(HERE, "programs", "fit_synthetic.py")
+
+
+def fit(build, tmp_path, *args, command=("arg", "{}")):
+    env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib)
+    return subprocess.run([build.oomscope, "fit", "-o", str(tmp_path / "fit")] + list(args) +
+                          ["--", sys.executable, PROGRAM] + list(command),
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_predicts_the_exact_largest_size(build, tmp_path):
+    # 32 + 100 + 30·n <= 1024 MiB: n = 29 (30 would need 1032 MiB).
+    p = fit(build, tmp_path, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["largest_size"] == 29
+    assert [s["size"] for s in out["sizes"]] == [1, 2, 4, 8] and all(s["fits"] for s in out["sizes"])
+    assert out["context_bytes"] == 32 << 20 and out["capacity_bytes"] == 1 << 30
+    assert out["predicted_bytes"] == (32 + 100 + 29 * 30) << 20
+    assert out["margin_bytes"] == (1024 - 32 - 100 - 29 * 30) << 20
+    text = fit(build, tmp_path / "text")
+    assert "Largest size that fits device 0 (1.00 GiB): 29" in text.stdout, text.stdout + text.stderr
+
+
+def test_the_size_from_the_environment_and_verify(build, tmp_path):
+    p = fit(build, tmp_path, "--verify", command=("env",))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert ": 29" in p.stdout
+    assert "verify: size 29 fits" in p.stdout and "verify: size 30 runs out of memory" in p.stdout
+    assert "the prediction holds" in p.stdout
+
+
+def test_for_a_smaller_card(build, tmp_path):
+    # Rehearsed under the limit: 32 + 100 + 30·n <= 512 MiB: n = 12.
+    p = fit(build, tmp_path, "--device-limit", "512MiB", "--verify", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["largest_size"] == 12 and out["capacity_bytes"] == 512 << 20
+    assert out["verify"] == [{"size": 12, "fits": True}, {"size": 13, "fits": False}]
+
+
+def test_out_of_memory_at_a_measured_size_still_predicts(build, tmp_path):
+    p = fit(build, tmp_path, "--sizes", "4,8,16,32")
+    assert p.returncode == 0, p.stderr
+    assert "out of memory at size 32" in p.stdout and ": 29" in p.stdout
+
+
+def test_a_command_that_ignores_the_size_is_told(build, tmp_path):
+    p = fit(build, tmp_path, command=("constant",))
+    assert p.returncode == 2
+    assert "does not change with the size" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_command_that_fails_otherwise_gets_no_prediction(build, tmp_path):
+    p = fit(build, tmp_path, command=("broken",))
+    assert p.returncode == 5
+    assert "for another reason than memory" in p.stderr and "exit status 5" in p.stderr
+    assert p.stdout == ""
+
+
+def test_bad_sizes_are_a_usage_error(build, tmp_path):
+    for bad in ("8,4", "0,1", "1", "a,b"):
+        p = fit(build, tmp_path, "--sizes", bad)
+        assert p.returncode == 2 and "--sizes" in p.stderr, (bad, p.stderr)

@@ -1,0 +1,381 @@
+// oomscope fit [--sizes A,B,C] [--device-limit SIZE] [--verify] [--format json] -- CMD ... {} ...:
+// runs CMD at a few small sizes (the {} in its arguments, and OOMSCOPE_FIT_SIZE in its
+// environment), each under the preload, fits each device's peak by source as a function of the
+// size (report/analysis/fit.h) and says the largest size that fits the device (or the limit),
+// with its margin and the breakdown there; --verify runs that size and the next one up.
+#include "command.h"
+#include "launch.h"
+
+#include "report/analysis/check.h"
+#include "report/analysis/fit.h"
+#include "report/format.h"
+#include "report/json_out.h"
+#include "report/json_reader.h"
+#include "report/model.h"
+#include "track/device_cards.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <sys/wait.h>
+
+namespace oomscope::cli {
+namespace {
+
+using report::Source;
+
+// One run of the command at one size.
+struct Trial {
+    uint64_t size = 0;
+    bool fits = false;       // exited 0 without an OOM report
+    bool oom = false;        // an OOM report was written
+    int status = 0;          // the wait status
+    std::string log;         // the program's output
+    std::map<int64_t, report::FitPoint> peaks;  // by device (fitting runs)
+    std::map<int64_t, uint64_t> context;        // by device: what the process held outside tracked memory
+    std::map<int64_t, uint64_t> capacity;       // by device: the limit, else the device's memory
+};
+
+std::string tail(const std::string& path, size_t lines)
+{
+    std::ifstream in(path);
+    std::vector<std::string> all;
+    for (std::string l; std::getline(in, l);)
+        all.push_back(l);
+    std::string out;
+    for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
+        out += "\n  " + all[i];
+    return out;
+}
+
+std::string sizeList(const std::vector<uint64_t>& sizes)
+{
+    std::string out;
+    for (uint64_t s : sizes)
+        out += (out.empty() ? "" : ", ") + std::to_string(s);
+    return out;
+}
+
+class FitCommand final : public Command {
+public:
+    const char* name() const override { return "fit"; }
+    CLI::App* setup(CLI::App& app) override
+    {
+        CLI::App* c = app.add_subcommand(
+            name(), "Will it fit? Run a command at a few small sizes ({} in its arguments, OOMSCOPE_FIT_SIZE in its "
+                    "environment) and predict the largest that fits the GPU: oomscope fit [options] -- CMD ... {} ...");
+        c->add_option("--sizes", m_sizes, "The sizes to run at, ascending (default 1,2,4,8)");
+        c->add_option("--device-limit", m_limit, "Predict for a smaller card: SIZE or a card's name (as run's "
+                                                 "--device-limit; the runs are rehearsed under it)");
+        c->add_option("--steps", m_steps, "Passed to the command as OOMSCOPE_FIT_STEPS (for programs that read it)");
+        c->add_flag("--verify", m_verify, "Then run the predicted size and the next one up, and say whether they fit");
+        c->add_option("--format", m_format, "text (a table) or json")->check(CLI::IsMember({"text", "json"}));
+        c->add_option("-o,--output-dir", m_outputDir, "Folder for the runs' reports and output (default oomscope-fit)");
+        c->prefix_command();
+        m_app = c;
+        return c;
+    }
+    int argumentsToParse(int argc, char** argv) override
+    {
+        for (int i = 2; i < argc; ++i) {
+            if (std::strcmp(argv[i], "--") == 0) {
+                m_command.assign(argv + i + 1, argv + argc);
+                return i;
+            }
+        }
+        return argc;
+    }
+    int run() override;
+
+private:
+    bool parseOptions();
+    Trial runAt(uint64_t size);
+    int predict(const std::vector<Trial>& trials);
+
+    CLI::App* m_app = nullptr;
+    std::string m_sizes = "1,2,4,8";
+    std::string m_limit;
+    std::string m_format = "text";
+    std::string m_outputDir = "oomscope-fit";
+    uint64_t m_steps = 0;
+    bool m_verify = false;
+    std::vector<std::string> m_command;
+    std::vector<uint64_t> m_sizeList;
+    std::string m_lib;
+};
+
+bool FitCommand::parseOptions()
+{
+    if (m_command.empty())
+        m_command = m_app->remaining();
+    if (m_command.empty()) {
+        logError("fit: no command (oomscope fit [options] -- CMD ... {} ...)");
+        return false;
+    }
+    std::stringstream in(m_sizes);
+    for (std::string item; std::getline(in, item, ',');) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+        if (item.empty() || *end || v == 0 || (!m_sizeList.empty() && v <= m_sizeList.back())) {
+            logError("fit: --sizes " + m_sizes + ": positive whole sizes, ascending (1,2,4,8)");
+            return false;
+        }
+        m_sizeList.push_back(v);
+    }
+    if (m_sizeList.size() < 2) {
+        logError("fit: --sizes needs at least two sizes to fit a line");
+        return false;
+    }
+    if (!m_limit.empty()) {
+        uint64_t limits[64];
+        auto size = [](const char* text, uint64_t* out) { return report::parseSizeArgument(text, out); };
+        if (!track::parseDeviceLimitList(m_limit.c_str(), limits, 64, size)) {
+            logError("fit: --device-limit " + m_limit + ": not a size (24GiB), a list of sizes or a card's name");
+            return false;
+        }
+        setenv("OOMSCOPE_DEVICE_LIMIT", m_limit.c_str(), 1);
+    }
+    m_lib = preloadLibrary();
+    if (!isFile(m_lib)) {
+        logError("fit: cannot find the preload library " + m_lib + " (set OOMSCOPE_LIB)");
+        return false;
+    }
+    m_outputDir = absolute(m_outputDir);
+    if (!makeDirs(m_outputDir) || !prepareEnvironment(m_lib, m_outputDir, "preload", false)) {
+        logError("fit: cannot create the output folder " + m_outputDir);
+        return false;
+    }
+    return true;
+}
+
+Trial FitCommand::runAt(uint64_t size)
+{
+    Trial t;
+    t.size = size;
+    const std::string dir = m_outputDir + "/size-" + std::to_string(size);
+    makeDirs(dir);
+    for (const std::string& name : reportsIn(dir))
+        std::remove((dir + "/" + name).c_str());
+    std::vector<std::string> command;
+    for (std::string arg : m_command) {
+        for (size_t at; (at = arg.find("{}")) != std::string::npos;)
+            arg.replace(at, 2, std::to_string(size));
+        command.push_back(arg);
+    }
+    setenv("OOMSCOPE_OUTPUT_DIR", dir.c_str(), 1);
+    setenv("OOMSCOPE_FIT_SIZE", std::to_string(size).c_str(), 1);
+    setenv("OOMSCOPE_QUIET", "1", 1);
+    if (m_steps)
+        setenv("OOMSCOPE_FIT_STEPS", std::to_string(m_steps).c_str(), 1);
+    t.log = dir + "/output.log";
+    const Ran ran = spawn(command, t.log);
+    t.status = ran.execErrno ? (127 << 8) : ran.status;
+    for (const std::string& name : reportsIn(dir)) {
+        report::Report r;
+        std::string error;
+        if (!report::readReportFile(dir + "/" + name, &r, &error))
+            continue;
+        if (r.trigger.kind == report::TriggerKind::Oom)
+            t.oom = true;
+        if (r.trigger.kind != report::TriggerKind::Exit)
+            continue;
+        for (const report::MemoryRow& m : r.memory) {
+            report::FitPoint p{size, {}};
+            if (m.peak)
+                p.bytes = m.peak->bySource;
+            else
+                p.bytes[Source::Other] = m.peakTrackedBytes;
+            t.peaks[m.device] = p;
+            t.context[m.device] = m.untrackedBytes.value_or(0);
+            const report::Device* d = r.findDevice(m.device);
+            t.capacity[m.device] = d && d->limitBytes ? *d->limitBytes : d && d->totalBytes ? *d->totalBytes : 0;
+        }
+    }
+    t.fits = ran.started && !ran.execErrno && WIFEXITED(ran.status) && WEXITSTATUS(ran.status) == 0 && !t.oom;
+    return t;
+}
+
+int FitCommand::run()
+{
+    if (!parseOptions())
+        return kExitUsage;
+    std::vector<Trial> trials;
+    for (uint64_t size : m_sizeList) {
+        trials.push_back(runAt(size));
+        const Trial& t = trials.back();
+        if (t.status == (127 << 8)) {
+            logError("fit: cannot run " + m_command.front());
+            return 127;
+        }
+        if (!t.fits && !t.oom) {
+            logError("fit: the command failed at size " + std::to_string(size) + " for another reason than memory (" +
+                     (WIFEXITED(t.status) ? "exit status " + std::to_string(WEXITSTATUS(t.status))
+                                          : "signal " + std::to_string(WTERMSIG(t.status))) +
+                     "); no prediction. Its output, " + t.log + ":" + tail(t.log, 8));
+            return WIFEXITED(t.status) ? WEXITSTATUS(t.status) : 1;
+        }
+        if (t.oom)
+            break;  // larger sizes do not fit either
+    }
+    return predict(trials);
+}
+
+int FitCommand::predict(const std::vector<Trial>& trials)
+{
+    std::vector<const Trial*> fitting;
+    for (const Trial& t : trials)
+        if (t.fits && !t.peaks.empty())
+            fitting.push_back(&t);
+    if (fitting.size() < 2) {
+        logError("fit: the command fits at " + std::to_string(fitting.size()) + " of the sizes " + sizeList(m_sizeList) +
+                 " (" + (trials.back().oom ? "out of memory at size " + std::to_string(trials.back().size) : "no report") +
+                 "): give smaller --sizes");
+        return kExitUsage;
+    }
+    // Per device: the model, and the largest size within its capacity; the smallest wins.
+    struct DeviceFit {
+        report::FitModel model;
+        uint64_t context = 0, capacity = 0, largest = 0;
+    };
+    std::map<int64_t, DeviceFit> devices;
+    for (const auto& [device, first] : fitting.front()->peaks) {
+        std::vector<report::FitPoint> points;
+        for (const Trial* t : fitting)
+            if (auto it = t->peaks.find(device); it != t->peaks.end())
+                points.push_back(it->second);
+        DeviceFit& d = devices[device];
+        d.model = report::fitPeaks(points);
+        d.context = fitting.back()->context.at(device);
+        d.capacity = fitting.back()->capacity.at(device);
+        d.largest = report::largestFitting(d.model, d.context, d.capacity);
+    }
+    // A command whose peak does not move with the size does not use it.
+    uint64_t low = 0, high = 0;
+    for (const auto& [s, b] : fitting.front()->peaks.begin()->second.bytes)
+        low += b;
+    for (const auto& [s, b] : fitting.back()->peaks.begin()->second.bytes)
+        high += b;
+    if (high <= low + std::max<uint64_t>(uint64_t(1) << 20, low / 200)) {
+        logError("fit: the peak does not change with the size (" + report::formatBytes(low) + " at size " +
+                 std::to_string(fitting.front()->size) + ", " + report::formatBytes(high) + " at size " +
+                 std::to_string(fitting.back()->size) + "): does the command use {} or read OOMSCOPE_FIT_SIZE?");
+        return kExitUsage;
+    }
+    auto binding = devices.begin();
+    for (auto it = devices.begin(); it != devices.end(); ++it)
+        if (it->second.largest < binding->second.largest)
+            binding = it;
+    const DeviceFit& d = binding->second;
+    std::map<Source, uint64_t> at;
+    const uint64_t predicted = report::predictPeak(d.model, d.largest, &at) + d.context;
+
+    std::vector<Trial> verified;
+    if (m_verify && d.largest > 0)
+        for (uint64_t n : {d.largest, d.largest + 1})
+            verified.push_back(runAt(n));
+    const bool agrees = verified.empty() || (verified[0].fits && !verified[1].fits);
+
+    if (m_format == "json") {
+        report::JsonOut w;
+        w.beginObject();
+        w.key("sizes");
+        w.beginArray();
+        for (const Trial& t : trials) {
+            w.beginObject();
+            w.key("size"), w.value(t.size);
+            w.key("fits"), w.value(t.fits);
+            w.key("peak_bytes");
+            uint64_t total = 0;
+            if (auto it = t.peaks.find(binding->first); it != t.peaks.end())
+                for (const auto& [s, b] : it->second.bytes)
+                    total += b;
+            w.value(total);
+            w.endObject();
+        }
+        w.endArray();
+        w.key("device"), w.value(binding->first);
+        w.key("capacity_bytes"), w.value(d.capacity);
+        w.key("context_bytes"), w.value(d.context);
+        w.key("model");
+        w.beginObject();
+        for (const auto& [s, m] : d.model) {
+            w.key(std::string(report::enumName(s)).c_str());
+            w.beginObject();
+            w.key("a"), w.value(m.a);
+            w.key("b"), w.value(m.b);
+            w.key("c"), w.value(m.c);
+            w.endObject();
+        }
+        w.endObject();
+        w.key("largest_size"), w.value(d.largest);
+        w.key("predicted_bytes"), w.value(predicted);
+        w.key("margin_bytes"), w.value(d.capacity > predicted ? d.capacity - predicted : 0);
+        w.key("by_source");
+        w.beginObject();
+        for (const auto& [s, b] : at)
+            w.key(std::string(report::enumName(s)).c_str()), w.value(b);
+        w.endObject();
+        if (!verified.empty()) {
+            w.key("verify");
+            w.beginArray();
+            for (const Trial& t : verified) {
+                w.beginObject();
+                w.key("size"), w.value(t.size);
+                w.key("fits"), w.value(t.fits);
+                w.endObject();
+            }
+            w.endArray();
+        }
+        w.endObject();
+        std::cout << w.buffer() << "\n";
+    } else {
+        std::cout << "oomscope fit: " << fitting.size() << " runs that fit (sizes " << sizeList(m_sizeList) << ")";
+        if (trials.back().oom)
+            std::cout << "; out of memory at size " << trials.back().size;
+        std::cout << "\n\n  size  peak on device " << binding->first << "\n";
+        for (const Trial& t : trials) {
+            uint64_t total = 0;
+            if (auto it = t.peaks.find(binding->first); it != t.peaks.end())
+                for (const auto& [s, b] : it->second.bytes)
+                    total += b;
+            std::cout << "  " << t.size << "     " << (t.fits ? report::formatBytes(total) : "out of memory") << "\n";
+        }
+        std::cout << "\n  model, per source:";
+        for (const auto& [s, m] : d.model)
+            std::cout << "  " << report::enumName(s) << " " << report::formatBytes(uint64_t(std::max(0.0, m.a))) << " + "
+                      << report::formatBytes(uint64_t(std::max(0.0, m.b))) << "·size"
+                      << (m.quadratic ? " + " + report::formatBytes(uint64_t(m.c)) + "·size²" : "");
+        std::cout << "\n\nLargest size that fits device " << binding->first << " ("
+                  << report::formatBytes(d.capacity) << (m_limit.empty() ? "" : ", --device-limit") << "): "
+                  << d.largest << "\n";
+        if (d.largest > 0) {
+            std::cout << "  predicted peak " << report::formatBytes(predicted) << " (context "
+                      << report::formatBytes(d.context) << "), margin "
+                      << report::formatBytes(d.capacity > predicted ? d.capacity - predicted : 0) << "\n  at size "
+                      << d.largest << ":";
+            for (const auto& [s, b] : at)
+                std::cout << "  " << report::enumName(s) << " " << report::formatBytes(b);
+            std::cout << "\n";
+        }
+        for (const Trial& t : verified)
+            std::cout << "verify: size " << t.size << (t.fits ? " fits" : t.oom ? " runs out of memory" : " fails") << "\n";
+        if (!verified.empty())
+            std::cout << (agrees ? "verify: the prediction holds\n" : "verify: the prediction does NOT hold\n");
+    }
+    return agrees ? kExitOk : kExitFindings;
+}
+
+} // namespace
+
+std::unique_ptr<Command> makeFitCommand()
+{
+    return std::make_unique<FitCommand>();
+}
+
+} // namespace oomscope::cli

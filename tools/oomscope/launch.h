@@ -1,0 +1,37 @@
+// Launching a program under oomscope, shared by `run` and `fit` (launch.cpp).
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace oomscope::cli {
+
+std::string dirName(const std::string& path);
+std::string selfDir();
+bool isFile(const std::string& path);
+bool isDir(const std::string& path);
+std::string absolute(const std::string& path);
+bool makeDirs(const std::string& path);
+// The names of the reports (oomscope-*.json) in dir.
+std::set<std::string> reportsIn(const std::string& dir);
+// liboomscope.so of this install tree (<prefix>/bin/oomscope -> <prefix>/lib), or OOMSCOPE_LIB.
+std::string preloadLibrary();
+
+// The program's environment: the library preloaded (or injected), the output folder, the
+// Python adapter's path, and what --check needs. false (one line said) when it cannot be.
+bool prepareEnvironment(const std::string& lib, const std::string& outputDir, const std::string& via, bool check);
+
+struct Ran {
+    int status = 0;          // the wait status
+    int execErrno = 0;       // exec failed with this, else 0
+    bool started = false;    // false: fork or pipe failed (said)
+};
+
+// Runs the program, signals forwarded to it, and waits; its output goes to logPath when given.
+Ran spawn(const std::vector<std::string>& command, const std::string& logPath = {});
+
+// The reports in outputDir that are not in before, each said on stderr.
+std::vector<std::string> announceReports(const std::string& outputDir, const std::set<std::string>& before);
+
+} // namespace oomscope::cli
