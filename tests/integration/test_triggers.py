@@ -3,6 +3,8 @@ import signal
 import os
 import subprocess
 
+import pytest
+
 import oomscope_testlib as t
 
 
@@ -230,8 +232,10 @@ def test_a_program_that_catches_its_ooms_gets_the_first_reports_and_a_count_of_t
     assert len(reports["oom"]) == failures and "skipped_ooms" not in t.load(reports["exit"][0])
 
 
-def test_the_dump_signal_writes_a_report_and_the_program_goes_on(build, tmp_path):
-    proc = start(build, ["wait"], tmp_path)
+@pytest.mark.parametrize("via_cli", [False, True])
+def test_the_dump_signal_writes_a_report_and_the_program_goes_on(build, tmp_path, via_cli):
+    # Sent to the program, or to `oomscope run` (which forwards it, as it does SIGTERM).
+    proc = start(build, ["wait"], tmp_path, via_cli=via_cli)
     t.wait_for_line(proc, "ready")
     for n in (1, 2):
         proc.send_signal(signal.SIGUSR2)

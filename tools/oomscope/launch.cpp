@@ -4,6 +4,7 @@
 #include "launch.h"
 
 #include "command.h"
+#include "track/dump_signal.h"
 
 #include <cerrno>
 #include <climits>
@@ -202,6 +203,9 @@ Ran spawn(const std::vector<std::string>& command, const std::string& logPath)
     sigemptyset(&forwarded);
     for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGCHLD})
         sigaddset(&forwarded, sig);
+    // `kill -USR2` to oomscope run asks the program for a report, as sent to the program itself.
+    if (const int dump = track::parseDumpSignal(std::getenv("OOMSCOPE_DUMP_SIGNAL")))
+        sigaddset(&forwarded, dump);
     sigprocmask(SIG_BLOCK, &forwarded, &previousMask);
     std::vector<char*> argv;
     for (const std::string& a : command)
