@@ -334,6 +334,33 @@ TEST_CASE("rule cache_churn", "[diagnosis]")
     CHECK_FALSE(has(diagnose(pinned, {}, nullptr), "cache_churn"));
 }
 
+TEST_CASE("cache_churn in a step loop: the cache emptied in most steps, not once per trial", "[diagnosis]")
+{
+    // 30 steps 100 ms apart; the cache given back (4 segments) and taken again `every` steps.
+    auto loop = [](int every) {
+        Report r = base();
+        r.capture.backends = {"interpose", "torch"};
+        const uint16_t alloc = r.timeline.intern("alloc"), free = r.timeline.intern("free");
+        const uint64_t ms = 1'000'000;
+        for (int step = 0; step < 30; ++step) {
+            Step s;
+            s.index = uint64_t(step);
+            s.timeNs = 1000 * ms + uint64_t(step) * 100 * ms;
+            r.steps.push_back(s);
+            if (step % every != 0)
+                continue;
+            for (uint64_t seg = 0; seg < 4; ++seg) {
+                r.timeline.rows.push_back(TimelineRow{s.timeNs + 10 * ms + seg, 0x1000 + seg, 64 * MiB, 0, 0, 0, 0, 0, free, 0});
+                r.timeline.rows.push_back(TimelineRow{s.timeNs + 20 * ms + seg, 0x1000 + seg, 64 * MiB, 0, 0, 0, 0, 0, alloc, 0});
+            }
+        }
+        r.trigger.timeNs = r.steps.back().timeNs + 100 * ms;
+        return r;
+    };
+    CHECK(has(diagnose(loop(1), {}, nullptr), "cache_churn"));        // empty_cache() in every step
+    CHECK_FALSE(has(diagnose(loop(3), {}, nullptr), "cache_churn"));  // a batch-size finder's trials of 3 steps
+}
+
 TEST_CASE("leaks: steady growth after warm-up is found, with bytes per step", "[diagnosis][leaks]")
 {
     const Report r = withSteps(linear(40, 10 * MiB, 4 * MiB));

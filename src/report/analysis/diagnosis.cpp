@@ -294,6 +294,43 @@ void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const So
     }
 }
 
+// Where a run's refills fall (churnRule): eight equal slices of the analysed span and, when the
+// run has step samples there, the intervals between steps.
+class RefillPlaces {
+public:
+    RefillPlaces(const Report& r, uint64_t first, uint64_t last) : m_first(first), m_width((last - first) / 8 + 1)
+    {
+        for (const Step& s : r.steps)
+            if (s.timeNs >= first && s.timeNs <= last)
+                m_steps.push_back(s.timeNs);
+        std::sort(m_steps.begin(), m_steps.end());
+        m_intervals.assign(m_steps.size() > 1 ? m_steps.size() - 1 : 0, false);
+    }
+    void mark(uint64_t timeNs)
+    {
+        m_slices |= 1u << unsigned(std::min<uint64_t>(7, (timeNs > m_first ? timeNs - m_first : 0) / m_width));
+        const auto after = std::upper_bound(m_steps.begin(), m_steps.end(), timeNs);
+        const size_t index = size_t(after - m_steps.begin());
+        if (index > 0 && index - 1 < m_intervals.size())
+            m_intervals[index - 1] = true;
+    }
+    // A step loop (four step intervals or more): refills in at least half of them — the cache
+    // emptied in the loop, not once per trial of a batch-size finder. Without steps: refills in
+    // at least 5 of the 8 slices.
+    bool persistent() const
+    {
+        if (m_intervals.size() >= 4)
+            return 2 * size_t(std::count(m_intervals.begin(), m_intervals.end(), true)) >= m_intervals.size();
+        return std::bitset<8>(m_slices).count() >= 5;
+    }
+
+private:
+    uint64_t m_first, m_width;
+    unsigned m_slices = 0;
+    std::vector<uint64_t> m_steps;
+    std::vector<bool> m_intervals;
+};
+
 void churnRule(const Report& r, std::vector<Diagnosis>& out)
 {
     // Up to the first failed allocation: what follows is the OOM's own cache flush.
@@ -302,40 +339,38 @@ void churnRule(const Report& r, std::vector<Diagnosis>& out)
     size_t end = 0;
     while (end < r.timeline.rows.size() && !failed(r.timeline.rows[end].kind))
         ++end;
+    if (end == 0)
+        return;
     // Churn is device memory given back and taken again, over and over: a refill is a free that an
     // allocation follows. Frees after the last allocation are teardown (a pool handed back at
     // exit), not churn; start-up (module loading, autotuning scratch, a JIT's warm-up, the first
-    // calls of a short program) allocates and frees in bursts. So the refills must persist: seen
-    // in at least 5 of 8 equal slices of the run (to the first failure, or to the trigger when
-    // nothing failed: an exit long after a start-up burst).
-    if (end == 0)
-        return;
+    // calls of a short program) allocates and frees in bursts. So the refills must persist
+    // (RefillPlaces), over the run to the first failure, or to the trigger when nothing failed
+    // (an exit long after a start-up burst).
     const uint64_t first = r.timeline.rows.front().timeNs;
     uint64_t last = r.timeline.rows[end - 1].timeNs;
     if (end == r.timeline.rows.size() && r.trigger.timeNs > last)
         last = r.trigger.timeNs;
-    const uint64_t span = std::max<uint64_t>(last - first, 1);
-    // One pass (a million rows): the frees since the last allocation wait, as a count and the
-    // slices they fell in, until an allocation makes them refills.
-    uint64_t allocs = 0, frees = 0, waiting = 0;
-    unsigned slices = 0, waitingSlices = 0;
+    RefillPlaces places(r, first, std::max(last, first));
+    // One pass (a million rows): the frees since the last allocation wait until an allocation
+    // makes them refills.
+    uint64_t allocs = 0, frees = 0;
+    std::vector<uint64_t> waiting;
     for (size_t i = 0; i < end; ++i) {
         const TimelineRow& row = r.timeline.rows[i];
         if (row.device < 0 || !deviceApi(row.api))  // pinned host and managed memory are not device churn
             continue;
         if (isFree(row.kind)) {
-            ++waiting;
-            const uint64_t at = row.timeNs > first ? row.timeNs - first : 0;
-            waitingSlices |= 1u << unsigned(std::min<uint64_t>(7, at / (span / 8 + 1)));
+            waiting.push_back(row.timeNs);
         } else if (isAlloc(row.kind)) {
             ++allocs;
-            frees += waiting;
-            slices |= waitingSlices;
-            waiting = 0;
-            waitingSlices = 0;
+            frees += waiting.size();
+            for (uint64_t t : waiting)
+                places.mark(t);
+            waiting.clear();
         }
     }
-    if (frees < 10 || frees * 4 < allocs || std::bitset<8>(slices).count() < 5)
+    if (frees < 10 || frees * 4 < allocs || !places.persistent())
         return;
     const bool torch = r.trigger.framework || std::find(r.capture.backends.begin(), r.capture.backends.end(),
                                                         "torch") != r.capture.backends.end();
