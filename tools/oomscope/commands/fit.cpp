@@ -94,9 +94,19 @@ public:
     int run() override;
 
 private:
+    // The binding device's model and prediction.
+    struct Prediction {
+        int64_t device = 0;
+        report::FitModel model;
+        uint64_t context = 0, capacity = 0, largest = 0, predicted = 0;
+        std::map<Source, uint64_t> at;  // by source at the largest size
+        std::vector<Trial> verified;    // --verify: the largest size and the next one
+    };
     bool parseOptions();
     Trial runAt(uint64_t size);
     int predict(const std::vector<Trial>& trials);
+    void printJson(const std::vector<Trial>& trials, const Prediction& p) const;
+    void printText(const std::vector<Trial>& trials, size_t fitted, const Prediction& p) const;
 
     CLI::App* m_app = nullptr;
     std::string m_sizes = "1,2,4,8";
@@ -226,6 +236,15 @@ int FitCommand::run()
     return predict(trials);
 }
 
+uint64_t peakOn(const Trial& t, int64_t device)
+{
+    uint64_t total = 0;
+    if (auto it = t.peaks.find(device); it != t.peaks.end())
+        for (const auto& [s, b] : it->second.bytes)
+            total += b;
+    return total;
+}
+
 int FitCommand::predict(const std::vector<Trial>& trials)
 {
     std::vector<const Trial*> fitting;
@@ -238,137 +257,126 @@ int FitCommand::predict(const std::vector<Trial>& trials)
                  "): give smaller --sizes");
         return kExitUsage;
     }
-    // Per device: the model, and the largest size within its capacity; the smallest wins.
-    struct DeviceFit {
-        report::FitModel model;
-        uint64_t context = 0, capacity = 0, largest = 0;
-    };
-    std::map<int64_t, DeviceFit> devices;
-    for (const auto& [device, first] : fitting.front()->peaks) {
-        std::vector<report::FitPoint> points;
-        for (const Trial* t : fitting)
-            if (auto it = t->peaks.find(device); it != t->peaks.end())
-                points.push_back(it->second);
-        DeviceFit& d = devices[device];
-        d.model = report::fitPeaks(points);
-        d.context = fitting.back()->context.at(device);
-        d.capacity = fitting.back()->capacity.at(device);
-        d.largest = report::largestFitting(d.model, d.context, d.capacity);
-    }
     // A command whose peak does not move with the size does not use it.
-    uint64_t low = 0, high = 0;
-    for (const auto& [s, b] : fitting.front()->peaks.begin()->second.bytes)
-        low += b;
-    for (const auto& [s, b] : fitting.back()->peaks.begin()->second.bytes)
-        high += b;
+    const int64_t firstDevice = fitting.front()->peaks.begin()->first;
+    const uint64_t low = peakOn(*fitting.front(), firstDevice), high = peakOn(*fitting.back(), firstDevice);
     if (high <= low + std::max<uint64_t>(uint64_t(1) << 20, low / 200)) {
         logError("fit: the peak does not change with the size (" + report::formatBytes(low) + " at size " +
                  std::to_string(fitting.front()->size) + ", " + report::formatBytes(high) + " at size " +
                  std::to_string(fitting.back()->size) + "): does the command use {} or read OOMSCOPE_FIT_SIZE?");
         return kExitUsage;
     }
-    auto binding = devices.begin();
-    for (auto it = devices.begin(); it != devices.end(); ++it)
-        if (it->second.largest < binding->second.largest)
-            binding = it;
-    const DeviceFit& d = binding->second;
-    std::map<Source, uint64_t> at;
-    const uint64_t predicted = report::predictPeak(d.model, d.largest, &at) + d.context;
+    // Per device: the model, and the largest size within its capacity; the smallest wins.
+    Prediction p;
+    bool any = false;
+    for (const auto& [device, first] : fitting.front()->peaks) {
+        std::vector<report::FitPoint> points;
+        for (const Trial* t : fitting)
+            if (auto it = t->peaks.find(device); it != t->peaks.end())
+                points.push_back(it->second);
+        Prediction d;
+        d.device = device;
+        d.model = report::fitPeaks(points);
+        d.context = fitting.back()->context.at(device);
+        d.capacity = fitting.back()->capacity.at(device);
+        d.largest = report::largestFitting(d.model, d.context, d.capacity);
+        if (!any || d.largest < p.largest)
+            p = d;
+        any = true;
+    }
+    p.predicted = report::predictPeak(p.model, p.largest, &p.at) + p.context;
+    if (m_verify && p.largest > 0)
+        for (uint64_t n : {p.largest, p.largest + 1})
+            p.verified.push_back(runAt(n));
+    if (m_format == "json")
+        printJson(trials, p);
+    else
+        printText(trials, fitting.size(), p);
+    const bool agrees = p.verified.empty() || (p.verified[0].fits && !p.verified[1].fits);
+    return agrees ? kExitOk : kExitFindings;
+}
 
-    std::vector<Trial> verified;
-    if (m_verify && d.largest > 0)
-        for (uint64_t n : {d.largest, d.largest + 1})
-            verified.push_back(runAt(n));
-    const bool agrees = verified.empty() || (verified[0].fits && !verified[1].fits);
-
-    if (m_format == "json") {
-        report::JsonOut w;
+void FitCommand::printJson(const std::vector<Trial>& trials, const Prediction& p) const
+{
+    report::JsonOut w;
+    w.beginObject();
+    w.key("sizes");
+    w.beginArray();
+    for (const Trial& t : trials) {
         w.beginObject();
-        w.key("sizes");
+        w.key("size"), w.value(t.size);
+        w.key("fits"), w.value(t.fits);
+        w.key("peak_bytes"), w.value(peakOn(t, p.device));
+        w.endObject();
+    }
+    w.endArray();
+    w.key("device"), w.value(p.device);
+    w.key("capacity_bytes"), w.value(p.capacity);
+    w.key("context_bytes"), w.value(p.context);
+    w.key("model");
+    w.beginObject();
+    for (const auto& [s, m] : p.model) {
+        w.key(std::string(report::enumName(s)).c_str());
+        w.beginObject();
+        w.key("a"), w.value(m.a);
+        w.key("b"), w.value(m.b);
+        w.key("c"), w.value(m.c);
+        w.endObject();
+    }
+    w.endObject();
+    w.key("largest_size"), w.value(p.largest);
+    w.key("predicted_bytes"), w.value(p.predicted);
+    w.key("margin_bytes"), w.value(p.capacity > p.predicted ? p.capacity - p.predicted : 0);
+    w.key("by_source");
+    w.beginObject();
+    for (const auto& [s, b] : p.at)
+        w.key(std::string(report::enumName(s)).c_str()), w.value(b);
+    w.endObject();
+    if (!p.verified.empty()) {
+        w.key("verify");
         w.beginArray();
-        for (const Trial& t : trials) {
+        for (const Trial& t : p.verified) {
             w.beginObject();
             w.key("size"), w.value(t.size);
             w.key("fits"), w.value(t.fits);
-            w.key("peak_bytes");
-            uint64_t total = 0;
-            if (auto it = t.peaks.find(binding->first); it != t.peaks.end())
-                for (const auto& [s, b] : it->second.bytes)
-                    total += b;
-            w.value(total);
             w.endObject();
         }
         w.endArray();
-        w.key("device"), w.value(binding->first);
-        w.key("capacity_bytes"), w.value(d.capacity);
-        w.key("context_bytes"), w.value(d.context);
-        w.key("model");
-        w.beginObject();
-        for (const auto& [s, m] : d.model) {
-            w.key(std::string(report::enumName(s)).c_str());
-            w.beginObject();
-            w.key("a"), w.value(m.a);
-            w.key("b"), w.value(m.b);
-            w.key("c"), w.value(m.c);
-            w.endObject();
-        }
-        w.endObject();
-        w.key("largest_size"), w.value(d.largest);
-        w.key("predicted_bytes"), w.value(predicted);
-        w.key("margin_bytes"), w.value(d.capacity > predicted ? d.capacity - predicted : 0);
-        w.key("by_source");
-        w.beginObject();
-        for (const auto& [s, b] : at)
-            w.key(std::string(report::enumName(s)).c_str()), w.value(b);
-        w.endObject();
-        if (!verified.empty()) {
-            w.key("verify");
-            w.beginArray();
-            for (const Trial& t : verified) {
-                w.beginObject();
-                w.key("size"), w.value(t.size);
-                w.key("fits"), w.value(t.fits);
-                w.endObject();
-            }
-            w.endArray();
-        }
-        w.endObject();
-        std::cout << w.buffer() << "\n";
-    } else {
-        std::cout << "oomscope fit: " << fitting.size() << " runs that fit (sizes " << sizeList(m_sizeList) << ")";
-        if (trials.back().oom)
-            std::cout << "; out of memory at size " << trials.back().size;
-        std::cout << "\n\n  size  peak on device " << binding->first << "\n";
-        for (const Trial& t : trials) {
-            uint64_t total = 0;
-            if (auto it = t.peaks.find(binding->first); it != t.peaks.end())
-                for (const auto& [s, b] : it->second.bytes)
-                    total += b;
-            std::cout << "  " << t.size << "     " << (t.fits ? report::formatBytes(total) : "out of memory") << "\n";
-        }
-        std::cout << "\n  model, per source:";
-        for (const auto& [s, m] : d.model)
-            std::cout << "  " << report::enumName(s) << " " << report::formatBytes(uint64_t(std::max(0.0, m.a))) << " + "
-                      << report::formatBytes(uint64_t(std::max(0.0, m.b))) << "·size"
-                      << (m.quadratic ? " + " + report::formatBytes(uint64_t(m.c)) + "·size²" : "");
-        std::cout << "\n\nLargest size that fits device " << binding->first << " ("
-                  << report::formatBytes(d.capacity) << (m_limit.empty() ? "" : ", --device-limit") << "): "
-                  << d.largest << "\n";
-        if (d.largest > 0) {
-            std::cout << "  predicted peak " << report::formatBytes(predicted) << " (context "
-                      << report::formatBytes(d.context) << "), margin "
-                      << report::formatBytes(d.capacity > predicted ? d.capacity - predicted : 0) << "\n  at size "
-                      << d.largest << ":";
-            for (const auto& [s, b] : at)
-                std::cout << "  " << report::enumName(s) << " " << report::formatBytes(b);
-            std::cout << "\n";
-        }
-        for (const Trial& t : verified)
-            std::cout << "verify: size " << t.size << (t.fits ? " fits" : t.oom ? " runs out of memory" : " fails") << "\n";
-        if (!verified.empty())
-            std::cout << (agrees ? "verify: the prediction holds\n" : "verify: the prediction does NOT hold\n");
     }
-    return agrees ? kExitOk : kExitFindings;
+    w.endObject();
+    std::cout << w.buffer() << "\n";
+}
+
+void FitCommand::printText(const std::vector<Trial>& trials, size_t fitted, const Prediction& p) const
+{
+    std::cout << "oomscope fit: " << fitted << " runs that fit (sizes " << sizeList(m_sizeList) << ")";
+    if (trials.back().oom)
+        std::cout << "; out of memory at size " << trials.back().size;
+    std::cout << "\n\n  size  peak on device " << p.device << "\n";
+    for (const Trial& t : trials)
+        std::cout << "  " << t.size << "     " << (t.fits ? report::formatBytes(peakOn(t, p.device)) : "out of memory")
+                  << "\n";
+    std::cout << "\n  model, per source:";
+    for (const auto& [s, m] : p.model)
+        std::cout << "  " << report::enumName(s) << " " << report::formatBytes(uint64_t(std::max(0.0, m.a))) << " + "
+                  << report::formatBytes(uint64_t(std::max(0.0, m.b))) << "·size"
+                  << (m.quadratic ? " + " + report::formatBytes(uint64_t(m.c)) + "·size²" : "");
+    std::cout << "\n\nLargest size that fits device " << p.device << " (" << report::formatBytes(p.capacity)
+              << (m_limit.empty() ? "" : ", --device-limit") << "): " << p.largest << "\n";
+    if (p.largest > 0) {
+        std::cout << "  predicted peak " << report::formatBytes(p.predicted) << " (context "
+                  << report::formatBytes(p.context) << "), margin "
+                  << report::formatBytes(p.capacity > p.predicted ? p.capacity - p.predicted : 0) << "\n  at size "
+                  << p.largest << ":";
+        for (const auto& [s, b] : p.at)
+            std::cout << "  " << report::enumName(s) << " " << report::formatBytes(b);
+        std::cout << "\n";
+    }
+    for (const Trial& t : p.verified)
+        std::cout << "verify: size " << t.size << (t.fits ? " fits" : t.oom ? " runs out of memory" : " fails") << "\n";
+    if (!p.verified.empty())
+        std::cout << (p.verified[0].fits && !p.verified[1].fits ? "verify: the prediction holds\n"
+                                                                 : "verify: the prediction does NOT hold\n");
 }
 
 } // namespace
