@@ -243,6 +243,19 @@ Ran spawn(const std::vector<std::string>& command, const std::string& logPath)
     return ran;
 }
 
+int splitAtDashes(int argc, char** argv, std::vector<std::string>* after, bool* saw)
+{
+    for (int i = 2; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--") == 0) {
+            after->assign(argv + i + 1, argv + argc);
+            if (saw)
+                *saw = true;
+            return i;
+        }
+    }
+    return argc;
+}
+
 std::vector<std::string> announceReports(const std::string& outputDir, const std::set<std::string>& before)
 {
     std::vector<std::string> fresh;

@@ -31,6 +31,10 @@ struct Ran {
 // Runs the program, signals forwarded to it, and waits; its output goes to logPath when given.
 Ran spawn(const std::vector<std::string>& command, const std::string& logPath = {});
 
+// "oomscope CMD [options] -- PROGRAM ...": the arguments after the first "--" (from argv[2] on)
+// into *after, untouched; returns how many of argv the option parser sees (all without "--").
+int splitAtDashes(int argc, char** argv, std::vector<std::string>* after, bool* saw = nullptr);
+
 // The reports in outputDir that are not in before, each said on stderr.
 std::vector<std::string> announceReports(const std::string& outputDir, const std::set<std::string>& before);
 

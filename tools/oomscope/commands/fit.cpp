@@ -81,16 +81,7 @@ public:
         m_app = c;
         return c;
     }
-    int argumentsToParse(int argc, char** argv) override
-    {
-        for (int i = 2; i < argc; ++i) {
-            if (std::strcmp(argv[i], "--") == 0) {
-                m_command.assign(argv + i + 1, argv + argc);
-                return i;
-            }
-        }
-        return argc;
-    }
+    int argumentsToParse(int argc, char** argv) override { return splitAtDashes(argc, argv, &m_command); }
     int run() override;
 
 private:

@@ -72,14 +72,7 @@ public:
     // untouched; the option parser sees only what comes before it.
     int argumentsToParse(int argc, char** argv) override
     {
-        for (int i = 2; i < argc; ++i) {
-            if (std::strcmp(argv[i], "--") == 0) {
-                m_afterDashes.assign(argv + i + 1, argv + argc);
-                m_sawDashes = true;
-                return i;
-            }
-        }
-        return argc;
+        return splitAtDashes(argc, argv, &m_afterDashes, &m_sawDashes);
     }
     int run() override;
 

@@ -91,21 +91,26 @@
     document.getElementById('headline').append(box);
   }
 
+  // A bar of parts [name, bytes] as shares of total, with its legend; hover for the values.
+  function stackBar(parts, total) {
+    const bar = el('div', { class: 'stackbar' });
+    const legend = el('div', { class: 'legend' });
+    for (const [name, b] of parts) {
+      const share = (100 * b) / total;
+      const span = el('span', { style: `width:${share}%;background:${color(name)}` });
+      span.addEventListener('mousemove', (e) => showTooltip(e.clientX, e.clientY, [row(name, `${bytes(b)} (${share.toFixed(1)}%)`)]));
+      span.addEventListener('mouseleave', hideTooltip);
+      bar.append(span);
+      legend.append(el('span', {}, el('i', { style: `background:${color(name)}` }), `${name} ${bytes(b)}`));
+    }
+    return [bar, legend];
+  }
+
   // The framework's reserved memory by role (measured from its objects by the adapter).
   function roleBar(d, fw) {
     const reserved = Math.max(d.byRole.reduce((sum, [, b]) => sum + b, 0), 1);
     const title = el('div', { class: 'name' }, `${fw}'s memory by role${d.byRoleAtStep ? ' (at the last step sample)' : ''}`);
-    const bar = el('div', { class: 'stackbar' });
-    const legend = el('div', { class: 'legend' });
-    for (const [role, b] of d.byRole) {
-      const share = (100 * b) / reserved;
-      const span = el('span', { style: `width:${share}%;background:${color(role)}` });
-      span.addEventListener('mousemove', (e) => showTooltip(e.clientX, e.clientY, [row(role, `${bytes(b)} (${share.toFixed(1)}%)`)]));
-      span.addEventListener('mouseleave', hideTooltip);
-      bar.append(span);
-      legend.append(el('span', {}, el('i', { style: `background:${color(role)}` }), `${role} ${bytes(b)}`));
-    }
-    return [title, bar, legend];
+    return [title, ...stackBar(d.byRole, reserved)];
   }
 
   function drawDevices() {
@@ -116,19 +121,9 @@
       const card = el('div', { class: 'device' });
       card.append(el('div', { class: 'name' }, `device ${d.device}${d.name ? ` \u2014 ${d.name}` : ''}`));
       const total = d.total || Math.max(d.tracked + (d.untracked || 0), 1);
-      const bar = el('div', { class: 'stackbar' });
-      const legend = el('div', { class: 'legend' });
       const parts = d.bySource.slice();
       if (d.free !== null && d.total) parts.push(['free', d.free]);
-      for (const [source, b] of parts) {
-        const share = (100 * b) / total;
-        const span = el('span', { style: `width:${share}%;background:${color(source)}` });
-        span.addEventListener('mousemove', (e) => showTooltip(e.clientX, e.clientY, [row(source, `${bytes(b)} (${share.toFixed(1)}%)`)]));
-        span.addEventListener('mouseleave', hideTooltip);
-        bar.append(span);
-        legend.append(el('span', {}, el('i', { style: `background:${color(source)}` }), `${source} ${bytes(b)}`));
-      }
-      card.append(bar, legend);
+      card.append(...stackBar(parts, total));
       if (d.byRole) card.append(...roleBar(d, fw));
       const figures = el('div', { class: 'figures' });
       const add = (label, value) => { if (value !== null && value !== undefined) figures.append(el('div', {}, el('span', {}, label), el('b', {}, bytes(value)))); };
