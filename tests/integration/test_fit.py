@@ -26,8 +26,12 @@ def test_predicts_the_exact_largest_size(build, tmp_path):
     assert out["context_bytes"] == 32 << 20 and out["capacity_bytes"] == 1 << 30
     assert out["predicted_bytes"] == (32 + 100 + 29 * 30) << 20
     assert out["margin_bytes"] == (1024 - 32 - 100 - 29 * 30) << 20
+    assert out["largest_measured_size"] == 8
     text = fit(build, tmp_path / "text")
     assert "Largest size that fits device 0 (1.00 GiB): 29" in text.stdout, text.stdout + text.stderr
+    assert "the largest size measured" not in text.stdout  # 29 is within 8x of 8
+    far = fit(build, tmp_path / "far", "--sizes", "1,2,3")
+    assert ": 29" in far.stdout and "9x the largest size measured" in far.stdout, far.stdout
 
 
 def test_the_size_from_the_environment_and_verify(build, tmp_path):

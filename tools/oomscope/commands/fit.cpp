@@ -227,6 +227,15 @@ int FitCommand::run()
     return predict(trials);
 }
 
+uint64_t largestMeasured(const std::vector<Trial>& trials)
+{
+    uint64_t most = 1;
+    for (const Trial& t : trials)
+        if (t.fits)
+            most = std::max(most, t.size);
+    return most;
+}
+
 uint64_t peakOn(const Trial& t, int64_t device)
 {
     uint64_t total = 0;
@@ -316,6 +325,7 @@ void FitCommand::printJson(const std::vector<Trial>& trials, const Prediction& p
     }
     w.endObject();
     w.key("largest_size"), w.value(p.largest);
+    w.key("largest_measured_size"), w.value(largestMeasured(trials));
     w.key("predicted_bytes"), w.value(p.predicted);
     w.key("margin_bytes"), w.value(p.capacity > p.predicted ? p.capacity - p.predicted : 0);
     w.key("by_source");
@@ -363,6 +373,12 @@ void FitCommand::printText(const std::vector<Trial>& trials, size_t fitted, cons
             std::cout << "  " << report::enumName(s) << " " << report::formatBytes(b);
         std::cout << "\n";
     }
+    // Far beyond the measured sizes, a term the small runs could not show (a cache that
+    // grows in steps, a workspace picked by size) can move the answer: said, with the remedy.
+    const uint64_t measured = largestMeasured(trials);
+    if (p.largest > 8 * measured && p.verified.empty())
+        std::cout << "  (" << p.largest / measured << "x the largest size measured: --verify runs it, or measure "
+                  << "closer with --sizes)\n";
     for (const Trial& t : p.verified)
         std::cout << "verify: size " << t.size << (t.fits ? " fits" : t.oom ? " runs out of memory" : " fails") << "\n";
     if (!p.verified.empty())
