@@ -121,7 +121,8 @@ private:
     bool m_outer;
 };
 
-int currentDevice(Family family) noexcept;  // recording.cpp
+// The device current on this thread for a call of this family, or -1 (recording.cpp).
+int currentDevice(Family family) noexcept;
 
 // The recording helpers, called after the real allocation returns and before the real free.
 void afterAlloc(HookId id, track::MemKind kind, int result, uint64_t address, uint64_t size, uint64_t requested,

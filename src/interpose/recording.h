@@ -17,9 +17,6 @@ inline constexpr uint16_t kFirstApi = 1;
 ApiId apiOf(HookId id) noexcept;
 Family familyOfApi(ApiId api) noexcept;
 
-// The device current on this thread for a call of this family, or -1.
-int currentDevice(Family family) noexcept;
-
 bool isOutOfMemory(Family family, int error) noexcept;
 
 // A stream-ordered pool the program allocates from explicitly (runtime or driver handle):
