@@ -9,8 +9,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "programs", "fit_synthetic.py")
 
 
-def fit(build, tmp_path, *args, command=("arg", "{}")):
-    env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib)
+def fit(build, tmp_path, *args, command=("arg", "{}"), **env_extra):
+    env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib, **env_extra)
     return subprocess.run([build.oomscope, "fit", "-o", str(tmp_path / "fit")] + list(args) +
                           ["--", sys.executable, PROGRAM] + list(command),
                           capture_output=True, text=True, env=env, timeout=300)
@@ -22,16 +22,40 @@ def test_predicts_the_exact_largest_size(build, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["largest_size"] == 29
-    assert [s["size"] for s in out["sizes"]] == [1, 2, 4, 8] and all(s["fits"] for s in out["sizes"])
+    # 1 and 2, then an eighth and a quarter of what they predict (29): 3 and 7, each pair at once.
+    assert [s["size"] for s in out["sizes"]] == [1, 2, 3, 7] and all(s["fits"] for s in out["sizes"])
+    assert out["rounds"] == [[1, 2], [3, 7]] and out["rerun_alone"] == []
     assert out["context_bytes"] == 32 << 20 and out["capacity_bytes"] == 1 << 30
     assert out["predicted_bytes"] == (32 + 100 + 29 * 30) << 20
     assert out["margin_bytes"] == (1024 - 32 - 100 - 29 * 30) << 20
-    assert out["largest_measured_size"] == 8
+    assert out["largest_measured_size"] == 7
     text = fit(build, tmp_path / "text")
     assert "Largest size that fits device 0 (1.00 GiB): 29" in text.stdout, text.stdout + text.stderr
-    assert "the largest size measured" not in text.stdout  # 29 is within 8x of 8
+    assert "the largest size measured" not in text.stdout  # 29 is within 8x of 7
+    assert "(sizes 1+2, then 3+7;" in text.stdout, text.stdout
     far = fit(build, tmp_path / "far", "--sizes", "1,2,3")
     assert ": 29" in far.stdout and "9x the largest size measured" in far.stdout, far.stdout
+
+
+def test_the_runs_of_a_round_go_at_the_same_time(build, tmp_path):
+    # Sizes 1 and 2 wait for each other: run one after the other, neither would end.
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    os.mkfifo(meet / "fifo")
+    p = fit(build, tmp_path, "--format", "json", FIT_MEET=str(meet))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["largest_size"] == 29
+
+
+def test_a_run_out_of_memory_beside_another_is_run_again_alone(build, tmp_path):
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    os.mkfifo(meet / "fifo")
+    p = fit(build, tmp_path, "--format", "json", FIT_MEET=str(meet), FIT_CROWD="1")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert len(out["rerun_alone"]) == 1 and out["rerun_alone"][0] in (1, 2)
+    assert out["largest_size"] == 29 and all(s["fits"] for s in out["sizes"])
 
 
 def test_the_size_from_the_environment_and_verify(build, tmp_path):
@@ -55,6 +79,9 @@ def test_out_of_memory_at_a_measured_size_still_predicts(build, tmp_path):
     p = fit(build, tmp_path, "--sizes", "4,8,16,32")
     assert p.returncode == 0, p.stderr
     assert "out of memory at size 32" in p.stdout and ": 29" in p.stdout
+    # 16 and 32 together need more than the device (their lines' peaks with a quarter spare):
+    # one after the other.
+    assert "(sizes 4+8, then 16, then 32;" in p.stdout, p.stdout
 
 
 def test_a_command_that_ignores_the_size_is_told(build, tmp_path):

@@ -43,3 +43,16 @@ TEST_CASE("fit: a quadratic term when the runs ask for it", "[fit]")
     // Three sizes: a line, never a parabola through every point.
     CHECK_FALSE(fitPeaks(runs({1, 2, 4}, 100 * MiB, 10 * MiB, 2 * MiB)).at(Source::Torch).quadratic);
 }
+
+TEST_CASE("fit: headroom for the largest segment a caching allocator asks for", "[fit]")
+{
+    const FitModel model = fitPeaks(runs({1, 2, 4, 8}, 100 * MiB, 30 * MiB));
+    SourceModel segment;
+    segment.b = 8 * MiB;  // the largest segment: 8 MiB per item
+    CHECK(headroomAt(segment, 10) == uint64_t(kHeadroomShare * 80 * MiB));
+    // 32 + 164 + 30·n + (a quarter of 8·n) <= 1024 MiB: n <= 25.9 (27 without the headroom).
+    CHECK(largestFitting(model, 32 * MiB, 1024 * MiB, &segment) == 25);
+    CHECK(largestFitting(model, 32 * MiB, 1024 * MiB, nullptr) == 27);
+    const SourceModel none;
+    CHECK(largestFitting(model, 32 * MiB, 1024 * MiB, &none) == 27);
+}

@@ -66,25 +66,39 @@ void addPreload(const std::string& lib)
     setenv("LD_PRELOAD", value.c_str(), 1);
 }
 
-// SIGTERM and SIGHUP sent to us go on to the program. A SIGINT from the terminal already
+// SIGTERM and SIGHUP sent to us go on to the programs. A SIGINT from the terminal already
 // reaches the whole process group; one sent with kill() to us alone is forwarded. The signals
 // are taken synchronously (blocked, then sigwaitinfo with SIGCHLD), not by a handler: nothing
 // runs in signal context, and a restarted waitpid can never sit on a signal that a runtime
 // (a sanitizer's, which defers handlers to its next safe point) has not handed on yet.
-// Returns the child's wait status.
-int waitForwarding(pid_t child, const sigset_t& signals)
+// Fills each child's wait status.
+void waitForwarding(const std::vector<pid_t>& children, std::vector<Ran>* ran, const sigset_t& signals)
 {
+    std::vector<bool> done(children.size(), false);
     for (;;) {
-        int status = 0;
-        const pid_t done = waitpid(child, &status, WNOHANG);
-        if (done == child || (done < 0 && errno != EINTR))
-            return status;
+        size_t left = 0;
+        for (size_t i = 0; i < children.size(); ++i) {
+            if (done[i] || children[i] <= 0)
+                continue;
+            int status = 0;
+            const pid_t r = waitpid(children[i], &status, WNOHANG);
+            if (r == children[i] || (r < 0 && errno != EINTR)) {
+                done[i] = true;
+                (*ran)[i].status = status;
+            } else {
+                ++left;
+            }
+        }
+        if (left == 0)
+            return;
         siginfo_t info{};
         const int sig = sigwaitinfo(&signals, &info);
         if (sig <= 0 || sig == SIGCHLD)
             continue;
         if (sig != SIGINT || info.si_code == SI_USER)
-            kill(child, sig);
+            for (size_t i = 0; i < children.size(); ++i)
+                if (!done[i] && children[i] > 0)
+                    kill(children[i], sig);
     }
 }
 
@@ -197,7 +211,12 @@ bool prepareEnvironment(const std::string& lib, const std::string& outputDir, co
 // for) and every signal waitForwarding takes blocked from before the fork on.
 Ran spawn(const std::vector<std::string>& command, const std::string& logPath)
 {
-    Ran ran;
+    return spawnAll({Launch{command, logPath, {}}}).front();
+}
+
+std::vector<Ran> spawnAll(const std::vector<Launch>& launches)
+{
+    std::vector<Ran> ran(launches.size());
     signal(SIGCHLD, SIG_DFL);
     sigset_t forwarded, previousMask;
     sigemptyset(&forwarded);
@@ -207,39 +226,45 @@ Ran spawn(const std::vector<std::string>& command, const std::string& logPath)
     if (const int dump = track::parseDumpSignal(std::getenv("OOMSCOPE_DUMP_SIGNAL")))
         sigaddset(&forwarded, dump);
     sigprocmask(SIG_BLOCK, &forwarded, &previousMask);
-    std::vector<char*> argv;
-    for (const std::string& a : command)
-        argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int errorPipe[2];
-    const pid_t child = pipe2(errorPipe, O_CLOEXEC) == 0 ? fork() : -2;
-    if (child < 0) {
-        logError(std::string(child == -2 ? "run: pipe: " : "run: fork: ") + std::strerror(errno));
-        sigprocmask(SIG_SETMASK, &previousMask, nullptr);
-        return ran;
-    }
-    if (child == 0) {
-        sigprocmask(SIG_SETMASK, &previousMask, nullptr);  // the program gets the mask we were given
-        close(errorPipe[0]);
-        if (!logPath.empty()) {  // the program's output to a file (fit's runs), not the terminal
-            const int log = open(logPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-            if (log >= 0) {
-                dup2(log, 1);
-                dup2(log, 2);
-            }
+    std::vector<pid_t> children(launches.size(), -1);
+    for (size_t i = 0; i < launches.size(); ++i) {
+        const Launch& l = launches[i];
+        std::vector<char*> argv;
+        for (const std::string& a : l.command)
+            argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        int errorPipe[2];
+        const pid_t child = pipe2(errorPipe, O_CLOEXEC) == 0 ? fork() : -2;
+        if (child < 0) {
+            logError(std::string(child == -2 ? "run: pipe: " : "run: fork: ") + std::strerror(errno));
+            continue;
         }
-        execvp(argv[0], argv.data());
-        const int err = errno;
-        (void)!write(errorPipe[1], &err, sizeof(err));
-        _exit(127);
+        if (child == 0) {
+            sigprocmask(SIG_SETMASK, &previousMask, nullptr);  // the program gets the mask we were given
+            close(errorPipe[0]);
+            for (const auto& [name, value] : l.env)
+                setenv(name.c_str(), value.c_str(), 1);
+            if (!l.logPath.empty()) {  // the program's output to a file (fit's runs), not the terminal
+                const int log = open(l.logPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+                if (log >= 0) {
+                    dup2(log, 1);
+                    dup2(log, 2);
+                }
+            }
+            execvp(argv[0], argv.data());
+            const int err = errno;
+            (void)!write(errorPipe[1], &err, sizeof(err));
+            _exit(127);
+        }
+        close(errorPipe[1]);
+        if (read(errorPipe[0], &ran[i].execErrno, sizeof(ran[i].execErrno)) != sizeof(ran[i].execErrno))
+            ran[i].execErrno = 0;
+        close(errorPipe[0]);
+        children[i] = child;
+        ran[i].started = true;
     }
-    close(errorPipe[1]);
-    if (read(errorPipe[0], &ran.execErrno, sizeof(ran.execErrno)) != sizeof(ran.execErrno))
-        ran.execErrno = 0;
-    close(errorPipe[0]);
-    ran.status = waitForwarding(child, forwarded);
+    waitForwarding(children, &ran, forwarded);
     sigprocmask(SIG_SETMASK, &previousMask, nullptr);
-    ran.started = true;
     return ran;
 }
 

@@ -3,6 +3,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace oomscope::cli {
@@ -30,6 +31,18 @@ struct Ran {
 
 // Runs the program, signals forwarded to it, and waits; its output goes to logPath when given.
 Ran spawn(const std::vector<std::string>& command, const std::string& logPath = {});
+
+// One of several programs run at once: its command, output file and environment of its own
+// (set in the child only, over ours).
+struct Launch {
+    std::vector<std::string> command;
+    std::string logPath;
+    std::vector<std::pair<std::string, std::string>> env;
+};
+
+// Runs the programs at the same time, signals forwarded to each, and waits for all; one Ran
+// per launch, in order.
+std::vector<Ran> spawnAll(const std::vector<Launch>& launches);
 
 // "oomscope CMD [options] -- PROGRAM ...": the arguments after the first "--" (from argv[2] on)
 // into *after, untouched; returns how many of argv the option parser sees (all without "--").

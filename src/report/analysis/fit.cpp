@@ -97,9 +97,19 @@ uint64_t predictPeak(const FitModel& model, uint64_t n, std::map<Source, uint64_
     return total;
 }
 
-uint64_t largestFitting(const FitModel& model, uint64_t fixed, uint64_t capacity, uint64_t most)
+uint64_t headroomAt(const SourceModel& largestSegment, uint64_t n)
 {
-    auto fits = [&](uint64_t n) { return fixed <= capacity && predictPeak(model, n) <= capacity - fixed; };
+    const double v = kHeadroomShare * largestSegment.at(double(n));
+    return v <= 0 ? 0 : v >= 1.8e19 ? UINT64_MAX / 4 : uint64_t(v);
+}
+
+uint64_t largestFitting(const FitModel& model, uint64_t fixed, uint64_t capacity, const SourceModel* headroom,
+                        uint64_t most)
+{
+    auto fits = [&](uint64_t n) {
+        const uint64_t need = predictPeak(model, n) + (headroom ? headroomAt(*headroom, n) : 0);
+        return fixed <= capacity && need <= capacity - fixed;
+    };
     if (!fits(1))
         return 0;
     uint64_t lo = 1, hi = 2;

@@ -4,9 +4,16 @@
   env       the size is OOMSCOPE_FIT_SIZE
   constant  ignores the size (fit must say so)
   broken    exits 5 without running out of memory
-Exits 3 when an allocation fails (out of memory)."""
+Exits 3 when an allocation fails (out of memory).
+
+With FIT_MEET=DIR, the runs at sizes 1 and 2 meet (a FIFO each opens, so neither goes on
+until the other runs: fit must run them at the same time), the first time only; with
+FIT_CROWD too, the one that finds the other holding DIR/lock asks for more than the device
+has, as a run would on a card too crowded for two: alone, it fits."""
 import ctypes
+import fcntl
 import os
+import signal
 import sys
 
 MiB = 1 << 20
@@ -23,7 +30,23 @@ if mode == "broken":
     sys.exit(5)
 size = {"arg": lambda: int(sys.argv[2]), "env": lambda: int(os.environ["OOMSCOPE_FIT_SIZE"]),
         "constant": lambda: 1}[mode]()
-rc, weights = malloc(100 * MiB)
+crowded = False
+meet = os.environ.get("FIT_MEET")
+if meet and size in (1, 2) and not os.path.exists(os.path.join(meet, f"met-{size}")):
+    open(os.path.join(meet, f"met-{size}"), "w").close()
+    signal.alarm(60)  # never met: fit ran them one after the other (SIGALRM ends the run)
+    lock = open(os.path.join(meet, "lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        crowded = bool(os.environ.get("FIT_CROWD"))
+    fifo = os.path.join(meet, "fifo")
+    open(fifo, "w" if size == 1 else "r").close()
+    signal.alarm(0)
+rc, weights = malloc(100 * MiB if not crowded else 4 << 30)
+if rc != 0:
+    print("out of memory beside another run")
+    sys.exit(3)
 rc, activations = malloc(30 * MiB * size)
 if rc != 0:
     print("out of memory at size", size)
