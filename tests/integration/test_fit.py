@@ -9,10 +9,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "programs", "fit_synthetic.py")
 
 
-def fit(build, tmp_path, *args, command=("arg", "{}"), **env_extra):
+def fit(build, tmp_path, *args, command=("arg", "{}"), program=PROGRAM, **env_extra):
     env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib, **env_extra)
     return subprocess.run([build.oomscope, "fit", "-o", str(tmp_path / "fit")] + list(args) +
-                          ["--", sys.executable, PROGRAM] + list(command),
+                          ["--", sys.executable, program] + list(command),
                           capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -101,3 +101,18 @@ def test_bad_sizes_are_a_usage_error(build, tmp_path):
     for bad in ("8,4", "0,1", "1", "a,b"):
         p = fit(build, tmp_path, "--sizes", bad)
         assert p.returncode == 2 and "--sizes" in p.stderr, (bad, p.stderr)
+
+
+def test_pytorch_needs_what_it_allocates_not_what_it_caches(build, tmp_path):
+    # Reserved in a roomy run: 100 + 50·n MiB (17 would be the answer); allocated at once:
+    # 100 + 30·n, and the cache is flushed when the device is full: 32 + 100 + 30·29 = 1002 MiB
+    # fits, 30 does not. Headroom: a quarter of the largest segment (50 MiB).
+    p = fit(build, tmp_path, "--verify", "--format", "json", command=("{}",),
+            program=os.path.join(HERE, "programs", "fit_torch.py"),
+            PYTHONPATH=os.path.join(HERE, "fake_torch"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    assert out["torch_need"] == "allocated_peak"
+    assert out["largest_size"] == 29, out
+    assert out["headroom_bytes"] == 50 * (1 << 20) // 4
+    assert out["verify"] == [{"size": 29, "fits": True}, {"size": 30, "fits": False}]

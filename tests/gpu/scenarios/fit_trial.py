@@ -48,6 +48,13 @@ def main():
     except torch.OutOfMemoryError:
         print(f"oom {batch}")
         return 3
+    except RuntimeError as e:
+        # Out of memory where a library, not PyTorch's allocator, asked: cuBLAS creating the
+        # handle of autograd's backward thread.
+        if "ALLOC_FAILED" not in str(e) and "out of memory" not in str(e):
+            raise
+        print(f"oom {batch} ({str(e).splitlines()[0]})")
+        return 3
     print(f"fits {batch} reserved_peak {torch.cuda.max_memory_reserved()}")
     return 0
 

@@ -50,6 +50,8 @@ struct Trial {
     std::map<int64_t, uint64_t> capacity;       // by device: the limit, else the device's memory
     std::map<int64_t, uint64_t> room;           // by device: free at exit + what the run held there
     std::map<int64_t, uint64_t> largestSegment; // by device: the largest a caching allocator asked for
+    std::map<int64_t, uint64_t> tracked;        // by device: the tracked peak (what the run held at most)
+    bool torchAllocated = false;                // torch's peak is PyTorch's allocated peak (step samples)
 };
 
 // Per device, the largest device memory a caching allocator (PyTorch's, CuPy's: the ones that
@@ -276,12 +278,25 @@ void FitCommand::collect(const Ran& ran, Trial* t) const
             t->oom = true;
         if (r.trigger.kind != report::TriggerKind::Exit)
             continue;
+        // PyTorch's need is the most it had allocated at once, not the most it reserved: a
+        // roomy run keeps freed blocks cached (ResNet-50: 15 % of its reserved peak) that the
+        // allocator gives back and reuses when the device is full. The step samples carry it.
+        std::map<int64_t, uint64_t> torchAllocated;
+        for (const report::Step& step : r.steps)
+            for (const report::StepDevice& d : step.devices)
+                if (d.peakAllocatedBytes)
+                    torchAllocated[d.device] = std::max(torchAllocated[d.device], *d.peakAllocatedBytes);
         for (const report::MemoryRow& m : r.memory) {
             report::FitPoint p{t->size, {}};
+            t->tracked[m.device] = m.peakTrackedBytes;
             if (m.peak)
                 p.bytes = m.peak->bySource;
             else
                 p.bytes[Source::Other] = m.peakTrackedBytes;
+            if (auto it = torchAllocated.find(m.device); it != torchAllocated.end() && p.bytes.count(Source::Torch)) {
+                p.bytes[Source::Torch] = it->second;
+                t->torchAllocated = true;
+            }
             t->peaks[m.device] = p;
             t->context[m.device] = m.untrackedBytes.value_or(0);
             const report::Device* d = r.findDevice(m.device);
@@ -330,21 +345,20 @@ bool FitCommand::roomFor(const std::vector<uint64_t>& sizes, const std::vector<T
     if (fitting.empty() || sizes.size() < 2)
         return sizes.size() < 2;
     const Trial& last = *fitting.back();
-    for (const auto& [device, point] : last.peaks) {
+    for (const auto& [device, held] : last.tracked) {
         auto room = last.room.find(device);
         if (room == last.room.end())
             return false;
-        std::vector<report::FitPoint> points;
+        std::vector<report::FitPoint> points;  // what the runs held (the cache too), not what they needed
         for (const Trial* t : fitting)
-            if (auto it = t->peaks.find(device); it != t->peaks.end())
-                points.push_back(it->second);
+            if (auto it = t->tracked.find(device); it != t->tracked.end())
+                points.push_back({t->size, {{Source::Other, it->second}}});
         const report::FitModel model = report::fitPeaks(points);
         uint64_t need = 0;
         for (uint64_t n : sizes) {
             // One run: its peak scaled from the largest run (a + b·n grows no faster than n);
             // two or more: the line through them.
-            const uint64_t peak = points.size() >= 2 ? report::predictPeak(model, n)
-                                                     : peakOn(last, device) / last.size * n;
+            const uint64_t peak = points.size() >= 2 ? report::predictPeak(model, n) : held / last.size * n;
             need += peak + peak / 4 + last.context.at(device);
         }
         if (need > room->second)
@@ -439,7 +453,15 @@ FitCommand::Prediction FitCommand::binding(const std::vector<const Trial*>& fitt
                 segments.push_back({t->size, {{Source::Other, it->second}}});
         if (const report::FitModel m = report::fitPeaks(segments); m.count(Source::Other))
             d.largestSegment = m.at(Source::Other);
-        d.context = fitting.back()->context.at(device);
+        // What the process holds outside its tracked memory (the context) is the driver's used
+        // memory less the tracked: a run beside another counts the other's too. The least any
+        // run saw (the last of a round to exit saw itself alone).
+        d.context = UINT64_MAX;
+        for (const Trial* t : fitting)
+            if (auto it = t->context.find(device); it != t->context.end())
+                d.context = std::min(d.context, it->second);
+        if (d.context == UINT64_MAX)
+            d.context = 0;
         d.capacity = fitting.back()->capacity.at(device);
         d.largest = report::largestFitting(d.model, d.context, d.capacity, &d.largestSegment);
         if (!any || d.largest < p.largest)
@@ -510,6 +532,9 @@ void FitCommand::printJson(const std::vector<Trial>& trials, const Prediction& p
         w.endArray();
     }
     w.endArray();
+    w.key("torch_need");
+    w.value(std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.torchAllocated; }) ? "allocated_peak"
+                                                                                                      : "reserved_peak");
     w.key("rerun_alone");
     w.beginArray();
     for (uint64_t n : m_reruns)
@@ -574,6 +599,8 @@ void FitCommand::printText(const std::vector<Trial>& trials, size_t fitted, cons
     for (const Trial& t : trials)
         std::cout << "  " << t.size << "     " << (t.fits ? report::formatBytes(peakOn(t, p.device)) : "out of memory")
                   << "\n";
+    if (std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.torchAllocated; }))
+        std::cout << "  (torch: the most PyTorch allocated at once; its cache is given back when the device is full)\n";
     std::cout << "\n  model, per source:";
     for (const auto& [s, m] : p.model)
         std::cout << "  " << report::enumName(s) << " " << report::formatBytes(uint64_t(std::max(0.0, m.a))) << " + "

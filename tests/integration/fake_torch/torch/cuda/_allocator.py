@@ -78,6 +78,8 @@ class CachingAllocator:
         self.history = None
         self.traces = []
         self._rt = None
+        self.allocated = 0
+        self.peak_allocated = 0
 
     def start(self):
         if self._rt is None:
@@ -119,7 +121,10 @@ class CachingAllocator:
             if self.history:
                 self._trace("segment_alloc", address, seg_size)
             block = segment.blocks[0]
-        return Tensor(self._split(block, size), nbytes)
+        block = self._split(block, size)
+        self.allocated += block.size
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        return Tensor(block, nbytes)
 
     def _find_free(self, size):
         best = None
@@ -140,6 +145,7 @@ class CachingAllocator:
         return block
 
     def free(self, block):
+        self.allocated -= block.size
         block.active = False
         blocks = block.segment.blocks
         i = blocks.index(block)
@@ -177,7 +183,8 @@ class CachingAllocator:
         reserved = sum(s.size for s in self.segments)
         split = sum(b.size for s in self.segments for b in s.blocks
                     if not b.active and any(o.active for o in s.blocks))
-        return {"allocated_bytes.all.current": allocated, "reserved_bytes.all.current": reserved,
+        return {"allocated_bytes.all.current": allocated, "allocated_bytes.all.peak": self.peak_allocated,
+                "reserved_bytes.all.current": reserved,
                 "active_bytes.all.current": allocated, "inactive_split_bytes.all.current": split,
                 "segment.all.current": len(self.segments)}
 
