@@ -72,6 +72,7 @@ def test_for_a_smaller_card(build, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["largest_size"] == 12 and out["capacity_bytes"] == 512 << 20
+    assert out["rounds"] == [[1, 2], [3, 4]]  # the measuring rounds: --verify's runs are not among them
     assert out["verify"] == [{"size": 12, "fits": True}, {"size": 13, "fits": False}]
 
 

@@ -495,8 +495,10 @@ int FitCommand::predict(const std::vector<Trial>& trials)
     p.headroom = report::headroomAt(p.largestSegment, p.largest);
     if (m_verify && p.largest > 0) {
         const auto start = std::chrono::steady_clock::now();
+        const size_t measuring = m_rounds.size();  // the rounds said are the measuring ones
         for (uint64_t n : {p.largest, p.largest + 1})
             p.verified.push_back(runAt(n));
+        m_rounds.resize(measuring);
         m_verifySeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     if (m_format == "json")
