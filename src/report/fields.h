@@ -35,6 +35,7 @@ inline constexpr int kRound3 = 3;  // a process's job identity, a device's conte
                                    // the analysis marker, the peak's composition
 inline constexpr int kRound4 = 4;  // memory by role (memory[].by_role, steps[].devices[].by_role),
                                    // a rehearsed device limit (devices[].limit_bytes)
+inline constexpr int kRound5 = 5;  // what keeps tensors alive (steps[].retainers, leaks[].held_by)
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -238,6 +239,17 @@ OOMSCOPE_DESCRIBE(StepDevice)
     v("by_role", AbsentWhenEmpty{x.byRole}, kRound4);
 }
 
+OOMSCOPE_DESCRIBE(Retainer)
+{
+    v("device", x.device, kFirst);
+    v("name", x.name, kFirst);
+    v("kind", x.kind, kFirst);
+    v("container", x.container, kFirst);
+    v("bytes", x.bytes, kFirst);
+    v("tensors", x.tensors, kFirst);
+    v("stack", x.stack, kFirst);
+}
+
 OOMSCOPE_DESCRIBE(Step)
 {
     using Sites = std::remove_reference_t<decltype((x.sites))>;
@@ -247,6 +259,7 @@ OOMSCOPE_DESCRIBE(Step)
     v("devices", x.devices, kFirst);
     v("sites", SiteTriples<Sites>{x.sites}, kRound1);
     v("tensors", SiteTriples<Sites>{x.tensors}, kRound1);
+    v("retainers", AbsentWhenEmpty{x.retainers}, kRound5);
 }
 
 OOMSCOPE_DESCRIBE(Leak)
@@ -256,6 +269,7 @@ OOMSCOPE_DESCRIBE(Leak)
     v("bytes_per_step", x.bytesPerStep, kFirst);
     v("steps_observed", x.stepsObserved, kFirst);
     v("evidence", x.evidence, kFirst);
+    v("held_by", AbsentWhenEmpty{x.heldBy}, kRound5);
 }
 
 OOMSCOPE_DESCRIBE(Diagnosis)

@@ -256,6 +256,22 @@ struct StepSite {
     bool operator==(const StepSite&) const = default;
 };
 
+// What keeps tensors alive (revision 5): a container or object the adapter reached from a
+// named root — a module attribute (net[1].seen), a global (train.history), a closure cell, an
+// object's attribute — or the autograd graph of a kept tensor that requires grad, with the
+// CUDA bytes it holds (storages counted once) at a census of a step sample.
+struct Retainer {
+    int64_t device = 0;
+    std::string name;       // the path from its root: net[1].seen, train.total_loss, f.<closure>.kept
+    std::string kind;       // "module attribute", "global", "closure cell", "attribute", "autograd graph"
+    std::string container;  // the holder's type: list, dict, deque, Tensor, …
+    uint64_t bytes = 0;
+    uint64_t tensors = 0;
+    uint32_t stack = 0;     // the Python stack that allocated one of its tensors (history on), else 0
+
+    bool operator==(const Retainer&) const = default;
+};
+
 struct Step {
     uint64_t index = 0;
     uint64_t timeNs = 0;
@@ -266,6 +282,9 @@ struct Step {
     // allocation (PyTorch with its history on).
     std::vector<StepSite> sites;
     std::vector<StepSite> tensors;
+    // The largest retainers at a census (revision 5; absent where none was taken: the adapter
+    // takes one when PyTorch's allocated memory grew since the last, every few step samples).
+    std::optional<std::vector<Retainer>> retainers;
     // "step" (a step event: optimizer step, oomscope.step(), oomscope_step()) or "sample"
     // (a periodic sample, OOMSCOPE_SAMPLE_MS, in a program without step events). Key added
     // after the first v1 fixtures: absent reads as "step".
@@ -280,6 +299,9 @@ struct Leak {
     int64_t bytesPerStep = 0;
     uint64_t stepsObserved = 0;
     std::string evidence;
+    // What keeps the leaked memory alive, where the step samples' censuses tell (revision 5):
+    // the retainer that grew most over the leak's steps; its bytes and tensors at the last census.
+    std::optional<Retainer> heldBy;
 
     bool operator==(const Leak&) const = default;
 };

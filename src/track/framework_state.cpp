@@ -137,6 +137,33 @@ bool parseTensors(const std::string& line, FrameworkState& state)
     return true;
 }
 
+// "retainer <device> <bytes> <tensors>\t<kind>\t<container>\t<name>[\t<frames>]"
+bool parseRetainer(const std::string& line, FrameworkState& state)
+{
+    std::vector<std::string> fields;
+    for (size_t start = 0;;) {
+        const size_t tab = line.find('\t', start);
+        fields.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+        if (tab == std::string::npos)
+            break;
+        start = tab + 1;
+    }
+    std::istringstream head(fields[0]);
+    std::string kind, device, bytes, tensors;
+    RetainerText r;
+    if (fields.size() < 4 || !(head >> kind >> device >> bytes >> tensors) || !parseI64(device, &r.retainer.device) ||
+        !parseU64(bytes, &r.retainer.bytes) || !parseU64(tensors, &r.retainer.tensors) || fields[3].empty())
+        return false;
+    r.retainer.kind = fields[1];
+    r.retainer.container = fields[2];
+    r.retainer.name = fields[3];
+    const size_t framesAt = fields[0].size() + fields[1].size() + fields[2].size() + fields[3].size() + 4;
+    if (framesAt < line.size())
+        r.frames = parseFrames(line.substr(framesAt));
+    state.retainers.push_back(std::move(r));
+    return true;
+}
+
 // "frames <address> <frames>": the Python stack that allocated the memory at address.
 bool parseAllocationFrames(std::istringstream& words, FrameworkState& state)
 {
@@ -180,6 +207,10 @@ FrameworkState parseFrameworkState(const char* name, const char* text)
             ok = parseTensors(line, state);
         else if (kind == "frames")
             ok = parseAllocationFrames(words, state);
+        else if (kind == "census")
+            ok = state.census = true;
+        else if (kind == "retainer")
+            ok = parseRetainer(line, state);
         if (!ok)
             ++state.ignoredLines;
     }

@@ -15,6 +15,10 @@
 //   tensors <device> <bytes>\t<file>\t<line>\t<function>[…]
 //                                          (live blocks grouped by the Python stack of their
 //                                          allocation, at a step: PyTorch's history)
+//   census <device>                        (a census of what keeps tensors alive was taken)
+//   retainer <device> <bytes> <tensors>\t<kind>\t<container>\t<name>[\t<file>\t<line>\t<function>…]
+//                                          (one thing that keeps tensors alive at that census;
+//                                          the frames: the allocation of one of its tensors)
 // Unknown keys and lines are ignored (counted), so adapters and preload can evolve apart.
 #pragma once
 
@@ -70,8 +74,15 @@ struct TensorGroup {
     std::vector<PythonFrameText> frames;
 };
 
+struct RetainerText {
+    report::Retainer retainer;  // its stack not yet interned
+    std::vector<PythonFrameText> frames;
+};
+
 struct FrameworkState {
     std::string name;  // "torch"
+    bool census = false;  // a census of retainers was taken (retainers may still be none)
+    std::vector<RetainerText> retainers;
     std::vector<FrameworkDevice> devices;
     std::vector<report::Segment> segments;
     std::vector<std::pair<uint64_t, std::vector<PythonFrameText>>> allocationFrames;

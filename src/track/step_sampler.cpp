@@ -106,6 +106,16 @@ report::Step StepSampler::sample(uint64_t timeNs, const LiveCounters& counters, 
                 step.tensors.push_back(report::StepSite{id, g.device, g.bytes});
         }
         keepLargest(step.tensors);
+        if (state->census) {
+            std::vector<report::Retainer> retainers;
+            for (const RetainerText& t : state->retainers) {
+                report::Retainer r = t.retainer;
+                if (!t.frames.empty())
+                    r.stack = internTensorStack(TensorGroup{r.device, r.bytes, t.frames});
+                retainers.push_back(std::move(r));
+            }
+            step.retainers = std::move(retainers);
+        }
     }
     return step;
 }

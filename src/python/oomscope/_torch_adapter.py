@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 
-from oomscope import _torch_roles
+from oomscope import _torch_retainers, _torch_roles
 
 _torch = None
 _history = False  # PyTorch records a Python stack per block (OOMSCOPE_TORCH_HISTORY)
@@ -222,9 +222,10 @@ def _name_report_in_the_exception(path):
     _pending.path = path
 
 
-def _step_tensors(torch, device):
+def _step_tensors(torch, device, frames_by_address=None):
     """With history: the live blocks grouped by the Python stack of their allocation (the
-    leak analysis follows each group across steps), the largest free block, as protocol lines."""
+    leak analysis follows each group across steps), the largest free block, as protocol lines;
+    each live block's frames into frames_by_address (address -> protocol fields) when given."""
     snapshot = torch.cuda.memory._snapshot()
     groups = {}
     largest = 0
@@ -241,6 +242,8 @@ def _step_tensors(torch, device):
                 continue
             key = _frame_fields(frames[:24])
             groups[key] = groups.get(key, 0) + block["size"]
+            if frames_by_address is not None:
+                frames_by_address[block["address"]] = key
     top = sorted(groups.items(), key=lambda kv: -kv[1])[:32]
     return largest, [f"tensors {device} {size}\t{fields}" for fields, size in top]
 
@@ -254,12 +257,27 @@ def step_state():
             return None
         device = torch.cuda.current_device()
         line = _device_line(torch, device)
-        if not _history:
-            return line
-        largest, tensors = _step_tensors(torch, device)
-        return "\n".join([f"{line} largest_free {largest}"] + tensors)
+        census = _torch_retainers.due(torch.cuda.memory_allocated(device))
+        frames = {} if census and _history else None
+        lines = [line]
+        if _history:
+            largest, tensors = _step_tensors(torch, device, frames)
+            lines = [f"{line} largest_free {largest}"] + tensors
+        if census:
+            lines += _retainer_lines(torch, device, frames)
+        return "\n".join(lines)
     except Exception:
         return None
+
+
+def _retainer_lines(torch, device, frames):
+    """A census of what keeps tensors alive (_torch_retainers); [] when it fails."""
+    try:
+        return _torch_retainers.census(torch, torch.cuda.memory_allocated(device),
+                                       frames.get if frames is not None else None)
+    except Exception as e:
+        _notice("retainers", f"could not take a census of what keeps tensors alive ({type(e).__name__}: {e})")
+        return []
 
 
 def _on_optimizer_step_begins(optimizer, args, kwargs):

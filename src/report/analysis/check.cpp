@@ -115,8 +115,10 @@ std::vector<CheckResult> checkReport(const Report& r, const CheckOptions& o, con
                                              (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") +
                                              ")";
                 c.details.push_back(what + " — " + b.blame.pattern);
+                if (b.heldBy)
+                    c.details.push_back("  " + describeRetainer(*b.heldBy));
                 if (b.blame.frame)
-                    c.details.push_back("  at " + describeFrame(r, *b.blame.frame) +
+                    c.details.push_back(std::string(b.heldBy ? "  allocated at " : "  at ") + describeFrame(r, *b.blame.frame) +
                                         (b.blame.text.empty() ? "" : "   " + b.blame.text));
                 c.details.push_back("  -> " + b.blame.remedy);
             }

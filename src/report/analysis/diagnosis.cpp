@@ -279,7 +279,7 @@ void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const So
 {
     for (const BlamedLeak& b : blameLeaks(r, leaks, source)) {
         const LeakFinding& leak = b.leak;
-        std::string where = b.blame.frame ? " at " + describeFrame(r, *b.blame.frame) : "";
+        std::string where = b.blame.frame ? (b.heldBy ? " allocated at " : " at ") + describeFrame(r, *b.blame.frame) : "";
         if (!b.blame.text.empty())
             where += ": " + b.blame.text;
         std::string what;
@@ -290,6 +290,8 @@ void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const So
                    " steps (" + formatBytes(leak.firstBytes) + " -> " + formatBytes(leak.lastBytes) + ", device " +
                    std::to_string(leak.device) +
                    (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") + ")";
+        if (b.heldBy)
+            where += "; " + describeRetainer(*b.heldBy);
         out.push_back({"growth", Severity::Warning, what + where + " — " + b.blame.pattern, b.blame.remedy});
     }
 }

@@ -297,6 +297,55 @@ LeakBlame blameLeak(const Report& r, const LeakFinding& leak, const SourceLine& 
     return blame;
 }
 
+namespace {
+
+std::optional<Retainer> heldBy(const Report& r, const LeakFinding& f)
+{
+    // The first and the last census of the step samples: what grew between them on the leak's
+    // device. A retainer whose tensor came from the leak's own stack wins; else the one that grew most.
+    const Step* first = nullptr;
+    const Step* last = nullptr;
+    for (const Step& s : r.steps) {
+        if (!s.retainers)
+            continue;
+        if (!first)
+            first = &s;
+        last = &s;
+    }
+    if (!first || first == last)
+        return std::nullopt;
+    std::map<std::string, uint64_t> before;
+    for (const Retainer& x : *first->retainers)
+        if (x.device == f.device)
+            before[x.name] = x.bytes;
+    const Retainer* best = nullptr;
+    uint64_t bestGrowth = 0;
+    bool bestMatches = false;
+    for (const Retainer& x : *last->retainers) {
+        if (x.device != f.device)
+            continue;
+        const uint64_t was = before.count(x.name) ? before[x.name] : 0;
+        if (x.bytes < was + (1u << 20))
+            continue;  // did not grow by a MiB
+        const uint64_t growth = x.bytes - was;
+        const bool matches = f.stack && x.stack == *f.stack;
+        if (!best || (matches && !bestMatches) || (matches == bestMatches && growth > bestGrowth)) {
+            best = &x;
+            bestGrowth = growth;
+            bestMatches = matches;
+        }
+    }
+    return best ? std::optional<Retainer>(*best) : std::nullopt;
+}
+
+} // namespace
+
+std::string describeRetainer(const Retainer& x)
+{
+    return "held by " + x.name + " (" + x.kind + ": " + x.container + ", " + std::to_string(x.tensors) +
+           (x.tensors == 1 ? " tensor, " : " tensors, ") + formatBytes(x.bytes) + ")";
+}
+
 std::vector<BlamedLeak> blameLeaks(const Report& r, const std::vector<LeakFinding>& findings, const SourceLine& source)
 {
     std::vector<BlamedLeak> out;
@@ -329,8 +378,12 @@ std::vector<BlamedLeak> blameLeaks(const Report& r, const std::vector<LeakFindin
     std::stable_sort(out.begin(), out.end(), [](const BlamedLeak& a, const BlamedLeak& b) {
         return a.leak.bytesPerStep > b.leak.bytesPerStep;
     });
+    for (BlamedLeak& b : out)
+        if (b.leak.level == LeakLevel::Tensors || b.leak.level == LeakLevel::Device)
+            b.heldBy = heldBy(r, b.leak);
     return out;
 }
+
 
 std::vector<Leak> leakEntries(const Report& r, const std::vector<LeakFinding>& findings, const SourceLine& source)
 {
@@ -352,8 +405,11 @@ std::vector<Leak> leakEntries(const Report& r, const std::vector<LeakFinding>& f
                        std::to_string(f.device) + ")";
         if (b.stacks > 1)
             evidence += ", " + std::to_string(b.stacks) + " allocation sites";
+        leak.heldBy = b.heldBy;
+        if (leak.heldBy)
+            evidence += "; " + describeRetainer(*leak.heldBy);
         if (blame.frame)
-            evidence += "; " + describeFrame(r, *blame.frame);
+            evidence += std::string(leak.heldBy ? "; allocated at " : "; ") + describeFrame(r, *blame.frame);
         if (!blame.text.empty())
             evidence += ": " + blame.text;
         leak.evidence = evidence;

@@ -60,7 +60,14 @@ struct BlamedLeak {
     LeakFinding leak;   // combined
     LeakBlame blame;
     size_t stacks = 1;  // findings merged
+    // What keeps it alive, where the step samples' censuses tell (steps[].retainers): the
+    // retainer that grew most between the first and the last census (one allocated at the
+    // leak's own stack first).
+    std::optional<Retainer> heldBy;
 };
+
+// "held by NAME (KIND: CONTAINER, N tensors, BYTES)".
+std::string describeRetainer(const Retainer& r);
 std::vector<BlamedLeak> blameLeaks(const Report& report, const std::vector<LeakFinding>& findings,
                                    const SourceLine& source);
 

@@ -159,6 +159,7 @@ void writeFindings(JsonOut& w, const Report& r, const HtmlOptions& o)
         field(w, "where", b.blame.frame ? describeFrame(r, *b.blame.frame) : std::string());
         field(w, "text", b.blame.text);
         field(w, "pattern", b.blame.pattern);
+        field(w, "held_by", b.heldBy ? describeRetainer(*b.heldBy) : std::string());
         field(w, "remedy", b.blame.remedy);
         w.endObject();
     }

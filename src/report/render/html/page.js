@@ -565,7 +565,8 @@
     if (!data.leaks.length) { box.append(el('p', { class: 'empty' }, 'No memory grows across the steps of this report.')); return; }
     for (const l of data.leaks) {
       const card = el('div', { class: 'leak' }, el('div', {}, el('b', {}, l.summary), l.pattern ? ` \u2014 ${l.pattern}` : ''));
-      if (l.where) card.append(el('div', { class: 'where' }, `at ${l.where}`));
+      if (l.held_by) card.append(el('div', { class: 'where' }, l.held_by));
+      if (l.where) card.append(el('div', { class: 'where' }, `${l.held_by ? 'allocated at' : 'at'} ${l.where}`));
       if (l.text) card.append(el('div', { class: 'src mono' }, l.text));
       if (l.remedy) card.append(el('div', { class: 'fix' }, `\u2192 ${l.remedy}`));
       box.append(card);

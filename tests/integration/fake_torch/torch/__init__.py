@@ -17,3 +17,20 @@ def empty(nbytes, dtype=None, device="cuda"):
     """A 'tensor' of nbytes bytes on the fake device."""
     cuda.init()
     return cuda._allocator.ALLOCATOR.malloc(int(nbytes))
+
+
+class AddBackward0:
+    """A node of the fake autograd graph: the nodes of its inputs, and the tensors it saved
+    for the backward pass as _saved_<i> attributes (as real nodes expose _saved_self, …)."""
+
+    def __init__(self, inputs, saved):
+        self.next_functions = tuple((t.grad_fn, 0) for t in inputs)
+        for i, t in enumerate(saved):
+            setattr(self, f"_saved_{i}", t)
+
+
+def _graph_op(inputs, saved=()):
+    """A 512-byte result whose graph keeps `saved` alive for as long as the result lives."""
+    out = empty(512)
+    out.grad_fn = AddBackward0(inputs, saved)
+    return out

@@ -49,6 +49,7 @@ class Tensor:
     is_cuda = True
     device = _Device()
     grad = None
+    grad_fn = None  # the node of the fake autograd graph that made it (torch._graph_op)
 
     def __init__(self, block, nbytes):
         self._block = block

@@ -1,0 +1,57 @@
+"""Leaks held in four ways (issue 24), on the fake PyTorch: 4 MiB a step for 30 steps, kept
+alive by MODE:
+  module_attr  a forward hook appends each output to net[1].seen
+  global_list  a global list, history
+  closure      a list in a closure cell (remember = make_memory())
+  graph        total_loss += loss: each loss's graph saves its 4 MiB activation
+Usage: retainers.py MODE"""
+import sys
+
+import torch
+
+MiB = 1 << 20
+
+
+class Layer(torch.nn.Module):
+    def forward(self, x):
+        return torch.empty(4 * MiB)  # ACTIVATION-LINE
+
+
+def make_memory():
+    kept = []
+
+    def remember(t):
+        kept.append(t)
+    return remember
+
+
+def keep_output(module, inputs, output):
+    module.seen.append(output)
+
+
+mode = sys.argv[1]
+net = torch.nn.Sequential(Layer(), Layer())
+params = [torch.nn.Parameter(torch.empty(MiB))]
+optimizer = torch.optim.SGD(params)
+history = []
+remember = make_memory()
+total_loss = None
+if mode == "module_attr":
+    net[1].seen = []
+    net[1].register_forward_hook(keep_output)
+for step in range(30):
+    x = torch.empty(MiB)
+    if mode == "module_attr":
+        out = net(x)
+    else:
+        out = torch.empty(4 * MiB)  # ACTIVATION-LINE
+    if mode == "global_list":
+        history.append(out)
+    elif mode == "closure":
+        remember(out)
+    elif mode == "graph":
+        loss = torch._graph_op([out], saved=[out])
+        total_loss = loss if total_loss is None else torch._graph_op([total_loss, loss])
+    del out, x
+    optimizer.step()
+print("done")
