@@ -2,6 +2,7 @@
 reachable from the program's named roots, each credited to the thing that holds it:
 
   global           a variable of the program's modules (train.history)
+  local            a local variable of a running function of the program (main().val_losses)
   module attribute an attribute of an nn.Module reached from there (net[1].seen)
   closure cell     a variable captured by a function (a forward hook's closure)
   attribute        an attribute of another object
@@ -229,6 +230,18 @@ def census(torch, allocated, frames_of=None):
             if var.startswith("__") or isinstance(value, (types.ModuleType, type)):
                 continue
             roots.append((value, f"{module_name}.{var}", "global"))
+    # The locals of the program's frames on this thread (the step hook runs inside the loop's
+    # optimizer.step()): innermost first.
+    libraries = _libraries()
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith("<") and not os.path.realpath(path).startswith(libraries) and \
+                "/torch/" not in path and "/oomscope/" not in path:
+            for var, value in list(frame.f_locals.items()):
+                if not isinstance(value, (types.ModuleType, type)):
+                    roots.append((value, f"{frame.f_code.co_name}().{var}", "local"))
+        frame = frame.f_back
     c = _Census(torch)
     c.walk(roots)
     lines = c.lines(frames_of)

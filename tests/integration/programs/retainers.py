@@ -4,6 +4,7 @@ alive by MODE:
   global_list  a global list, history
   closure      a list in a closure cell (remember = make_memory())
   graph        total_loss += loss: each loss's graph saves its 4 MiB activation
+  local        a list local to the running function train()
 Usage: retainers.py MODE"""
 import sys
 
@@ -39,7 +40,18 @@ total_loss = None
 if mode == "module_attr":
     net[1].seen = []
     net[1].register_forward_hook(keep_output)
-for step in range(30):
+
+
+def train():
+    val_losses = []
+    for step in range(30):
+        val_losses.append(torch.empty(4 * MiB))  # ACTIVATION-LINE
+        optimizer.step()
+
+
+if mode == "local":
+    train()
+for step in range(30 if mode != "local" else 0):
     x = torch.empty(MiB)
     if mode == "module_attr":
         out = net(x)
