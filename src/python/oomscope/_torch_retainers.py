@@ -39,6 +39,7 @@ _samples = 0
 _last_sample = None
 _last_allocated = 0
 _library_dirs = None
+_saved_names = {}  # autograd node type -> its _saved_* attributes
 
 
 def due(allocated):
@@ -133,15 +134,17 @@ class _Census:
             if node is None or id(node) in nodes:
                 continue
             nodes.add(id(node))
-            for attr in dir(node):
-                if attr.startswith("_saved_"):
-                    try:
-                        saved = getattr(node, attr)
-                    except Exception:  # freed by a backward pass
-                        continue
-                    for s in saved if isinstance(saved, (list, tuple)) else (saved,):
-                        if isinstance(s, self.tensor) and not (self.parameter and isinstance(s, self.parameter)):
-                            self.credit(name + " (autograd graph)", "autograd graph", type(t.grad_fn).__name__, s)
+            names = _saved_names.get(type(node))
+            if names is None:  # dir() of a node is slow: once per node type
+                names = _saved_names[type(node)] = [a for a in dir(node) if a.startswith("_saved_")]
+            for attr in names:
+                try:
+                    saved = getattr(node, attr)
+                except Exception:  # freed by a backward pass
+                    continue
+                for s in saved if isinstance(saved, (list, tuple)) else (saved,):
+                    if isinstance(s, self.tensor) and not (self.parameter and isinstance(s, self.parameter)):
+                        self.credit(name + " (autograd graph)", "autograd graph", type(t.grad_fn).__name__, s)
             for nxt in getattr(node, "next_functions", ()) or ():
                 if nxt and nxt[0] is not None:
                     todo.append(nxt[0])

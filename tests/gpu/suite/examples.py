@@ -25,7 +25,10 @@ def scenario_examples_leak(ctx):
     check(f"leaky_loop.py:{line}" in leaky.stdout and "val_losses.append" in leaky.stdout,
           f"the appending line {line} is not named: {leaky.stdout[-1200:]}")
     check("tensors accumulated in a list" in leaky.stdout, "pattern not named")
-    verdict = next((l.strip() for l in leaky.stdout.splitlines() if "per step over" in l), "?")
+    # Issue 24: what keeps them: the list local to main(), through each loss's autograd graph.
+    held = next((l.strip() for l in leaky.stdout.splitlines() if l.strip().startswith("held by")), "")
+    check("main().val_losses" in held, f"the retainer is not named: {leaky.stdout[-1200:]}")
+    verdict = next((l.strip() for l in leaky.stdout.splitlines() if "per step over" in l), "?") + "; " + held
     fixed = subprocess.run([ctx.oomscope, "run", "-o", os.path.join(out, "fixed"), "--check", "--", sys.executable,
                             example(ctx, "fixed_loop.py"), "--steps", "200"], capture_output=True, text=True, timeout=600)
     with open(os.path.join(out, "fixed.txt"), "w") as f:
@@ -34,6 +37,30 @@ def scenario_examples_leak(ctx):
     steps = len(t.load(glob.glob(os.path.join(out, "fixed", "oomscope-*-exit.json"))[0])["steps"])
     check(steps >= 200, f"fixed: {steps} steps sampled")
     return f"leaky: exit 1, {verdict} at leaky_loop.py:{line}; fixed: exit 0 over {steps} steps"
+
+
+def scenario_torch_hook_leak(ctx):
+    """Issue 24 (2): a leak kept by a forward hook is named by its module attribute, with the
+    line that allocated it; the censuses' cost, side by side with them off."""
+    out = ctx.dir("torch_hook_leak")
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios",
+                          "torch_hook_leak.py")
+    runs = {}
+    for name, env in (("on", {}), ("off", {"OOMSCOPE_TORCH_RETAINERS": "0"}), ("on2", {}), ("off2", {"OOMSCOPE_TORCH_RETAINERS": "0"})):
+        p = subprocess.run([ctx.oomscope, "run", "-o", os.path.join(out, name), "--check", "--", sys.executable, script],
+                           capture_output=True, text=True, timeout=600, env=dict(os.environ, **env))
+        with open(os.path.join(out, name + ".txt"), "w") as f:
+            f.write(p.stdout + p.stderr)
+        check(p.returncode == 1, f"{name}: exit {p.returncode}: {p.stdout[-800:]} {p.stderr[-800:]}")
+        runs[name] = p.stdout
+    held = next((l.strip() for l in runs["on"].splitlines() if l.strip().startswith("held by")), "")
+    check("main().net[1].seen (module attribute: list," in held, f"not named: {runs['on'][-1500:]}")
+    where = next((l.strip() for l in runs["on"].splitlines() if l.strip().startswith("allocated at")), "")
+    check("torch_hook_leak.py:" in where, f"no allocating line: {runs['on'][-1500:]}")
+    check("held by" not in runs["off"], "a census with OOMSCOPE_TORCH_RETAINERS=0")
+    ms = {k: float(next(l.split()[1] for l in v.splitlines() if l.startswith("median_step_ms"))) for k, v in runs.items()}
+    return (f"{held}; {where}; median step on/off/on/off {ms['on']:.2f}/{ms['off']:.2f}/{ms['on2']:.2f}/"
+            f"{ms['off2']:.2f} ms")
 
 
 def scenario_examples_fragmentation(ctx):
@@ -64,5 +91,6 @@ def scenario_examples_fragmentation(ctx):
 
 SCENARIOS = [
     ("examples_leak", scenario_examples_leak),
+    ("torch_hook_leak", scenario_torch_hook_leak),
     ("examples_fragmentation", scenario_examples_fragmentation),
 ]

@@ -62,7 +62,7 @@ for step in range(30 if mode != "local" else 0):
     elif mode == "closure":
         remember(out)
     elif mode == "graph":
-        loss = torch._graph_op([out], saved=[out])
+        loss = torch._graph_op([out], saved=out)
         total_loss = loss if total_loss is None else torch._graph_op([total_loss, loss])
     del out, x
     optimizer.step()

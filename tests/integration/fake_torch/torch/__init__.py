@@ -20,17 +20,22 @@ def empty(nbytes, dtype=None, device="cuda"):
 
 
 class AddBackward0:
-    """A node of the fake autograd graph: the nodes of its inputs, and the tensors it saved
-    for the backward pass as _saved_<i> attributes (as real nodes expose _saved_self, …)."""
+    """A node of the fake autograd graph that saves nothing: the nodes of its inputs."""
+
+    def __init__(self, inputs):
+        self.next_functions = tuple((t.grad_fn, 0) for t in inputs)
+
+
+class MulBackward0(AddBackward0):
+    """A node that saved a tensor for the backward pass (as real nodes expose _saved_self)."""
 
     def __init__(self, inputs, saved):
-        self.next_functions = tuple((t.grad_fn, 0) for t in inputs)
-        for i, t in enumerate(saved):
-            setattr(self, f"_saved_{i}", t)
+        super().__init__(inputs)
+        self._saved_self = saved
 
 
-def _graph_op(inputs, saved=()):
+def _graph_op(inputs, saved=None):
     """A 512-byte result whose graph keeps `saved` alive for as long as the result lives."""
     out = empty(512)
-    out.grad_fn = AddBackward0(inputs, saved)
+    out.grad_fn = MulBackward0(inputs, saved) if saved is not None else AddBackward0(inputs)
     return out
