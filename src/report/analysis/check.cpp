@@ -105,15 +105,7 @@ std::vector<CheckResult> checkReport(const Report& r, const CheckOptions& o, con
             const std::vector<BlamedLeak> blamed = blameLeaks(r, leaks, source);
             c.summary = std::to_string(blamed.size()) + (blamed.size() == 1 ? " leak" : " leaks");
             for (const BlamedLeak& b : blamed) {
-                const LeakFinding& leak = b.leak;
-                std::string what = leak.level == LeakLevel::Exit
-                                       ? formatBytes(leak.lastBytes) + " never freed before exit"
-                                       : "+" + formatBytes(uint64_t(leak.bytesPerStep)) + " per step over " +
-                                             std::to_string(leak.steps) + " steps (" + formatBytes(leak.firstBytes) +
-                                             " -> " + formatBytes(leak.lastBytes) + ", device " +
-                                             std::to_string(leak.device) +
-                                             (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") +
-                                             ")";
+                const std::string what = describeGrowth(b);
                 c.details.push_back(what + " — " + b.blame.pattern);
                 if (b.heldBy)
                     c.details.push_back("  " + describeRetainer(*b.heldBy));

@@ -278,18 +278,10 @@ void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const So
                 std::vector<Diagnosis>& out)
 {
     for (const BlamedLeak& b : blameLeaks(r, leaks, source)) {
-        const LeakFinding& leak = b.leak;
         std::string where = b.blame.frame ? (b.heldBy ? " allocated at " : " at ") + describeFrame(r, *b.blame.frame) : "";
         if (!b.blame.text.empty())
             where += ": " + b.blame.text;
-        std::string what;
-        if (leak.level == LeakLevel::Exit)
-            what = formatBytes(leak.lastBytes) + " never freed before exit";
-        else
-            what = "+" + formatBytes(uint64_t(leak.bytesPerStep)) + " per step over " + std::to_string(leak.steps) +
-                   " steps (" + formatBytes(leak.firstBytes) + " -> " + formatBytes(leak.lastBytes) + ", device " +
-                   std::to_string(leak.device) +
-                   (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") + ")";
+        const std::string what = describeGrowth(b);
         if (b.heldBy)
             where += "; " + describeRetainer(*b.heldBy);
         out.push_back({"growth", Severity::Warning, what + where + " — " + b.blame.pattern, b.blame.remedy});

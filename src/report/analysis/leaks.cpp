@@ -346,6 +346,17 @@ std::string describeRetainer(const Retainer& x)
            (x.tensors == 1 ? " tensor, " : " tensors, ") + formatBytes(x.bytes) + ")";
 }
 
+std::string describeGrowth(const BlamedLeak& b)
+{
+    const LeakFinding& leak = b.leak;
+    if (leak.level == LeakLevel::Exit)
+        return formatBytes(leak.lastBytes) + " never freed before exit";
+    return "+" + formatBytes(uint64_t(std::max(0.0, leak.bytesPerStep))) + " per step over " +
+           std::to_string(leak.steps) + " steps (" + formatBytes(leak.firstBytes) + " -> " +
+           formatBytes(leak.lastBytes) + ", device " + std::to_string(leak.device) +
+           (b.stacks > 1 ? ", " + std::to_string(b.stacks) + " allocation sites" : "") + ")";
+}
+
 std::vector<BlamedLeak> blameLeaks(const Report& r, const std::vector<LeakFinding>& findings, const SourceLine& source)
 {
     std::vector<BlamedLeak> out;

@@ -68,6 +68,10 @@ struct BlamedLeak {
 
 // "held by NAME (KIND: CONTAINER, N tensors, BYTES)".
 std::string describeRetainer(const Retainer& r);
+
+// "+X per step over N steps (A -> B, device D[, K allocation sites])", or "X never freed
+// before exit": the growth as check, the diagnosis and the HTML say it.
+std::string describeGrowth(const BlamedLeak& b);
 std::vector<BlamedLeak> blameLeaks(const Report& report, const std::vector<LeakFinding>& findings,
                                    const SourceLine& source);
 

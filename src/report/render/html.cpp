@@ -148,14 +148,8 @@ void writeFindings(JsonOut& w, const Report& r, const HtmlOptions& o)
     w.key("leaks");
     w.beginArray();
     for (const BlamedLeak& b : blameLeaks(r, leaks, o.source)) {
-        const LeakFinding& l = b.leak;
         w.beginObject();
-        field(w, "summary", (l.level == LeakLevel::Exit ? formatBytes(l.lastBytes) + " never freed before exit"
-                                                         : "+" + formatBytes(uint64_t(std::max(0.0, l.bytesPerStep))) +
-                                                               " per step over " + std::to_string(l.steps) + " steps (" +
-                                                               formatBytes(l.firstBytes) + " -> " + formatBytes(l.lastBytes) +
-                                                               ")") +
-                                   ", device " + std::to_string(l.device));
+        field(w, "summary", describeGrowth(b));
         field(w, "where", b.blame.frame ? describeFrame(r, *b.blame.frame) : std::string());
         field(w, "text", b.blame.text);
         field(w, "pattern", b.blame.pattern);
