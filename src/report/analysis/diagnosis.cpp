@@ -278,12 +278,12 @@ void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const So
                 std::vector<Diagnosis>& out)
 {
     for (const BlamedLeak& b : blameLeaks(r, leaks, source)) {
-        std::string where = b.blame.frame ? (b.heldBy ? " allocated at " : " at ") + describeFrame(r, *b.blame.frame) : "";
+        std::string where = b.heldBy ? " " + describeRetainer(*b.heldBy) + (b.blame.frame ? "," : "") : "";
+        if (b.blame.frame)
+            where += (b.heldBy ? " allocated at " : " at ") + describeFrame(r, *b.blame.frame);
         if (!b.blame.text.empty())
             where += ": " + b.blame.text;
         const std::string what = describeGrowth(b);
-        if (b.heldBy)
-            where += "; " + describeRetainer(*b.heldBy);
         out.push_back({"growth", Severity::Warning, what + where + " — " + b.blame.pattern, b.blame.remedy});
     }
 }
