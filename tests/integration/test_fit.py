@@ -115,5 +115,7 @@ def test_pytorch_needs_what_it_allocates_not_what_it_caches(build, tmp_path):
     out = json.loads(p.stdout)
     assert out["torch_need"] == "allocated_peak"
     assert out["largest_size"] == 29, out
+    # The reserved peaks' line (100 + 50·n, headroom 12.5 MiB): 17.
+    assert out["largest_size_by_tracked_peak"] == 17
     assert out["headroom_bytes"] == 50 * (1 << 20) // 4
     assert out["verify"] == [{"size": 29, "fits": True}, {"size": 30, "fits": False}]

@@ -98,7 +98,8 @@ def compare(what, r, truth, search_runs, search_seconds):
     check(abs(off) <= 0.10, f"{what}: predicted {p}, the binary search found {truth} ({off:+.1%})")
     check(r["seconds"] < search_seconds / 3, f"{what}: fit took {r['seconds']:.0f} s, the search {search_seconds:.0f} s")
     check(v[p], f"{what}: --verify: the predicted {p} does not fit")
-    return (f"{what}: fit {p} ({off:+.1%}; {len(r['sizes'])} runs in {len(r['rounds'])} rounds, {r['seconds']:.0f} s) "
+    return (f"{what}: fit {p} ({off:+.1%}; {len(r['sizes'])} runs in {len(r['rounds'])} rounds, {r['seconds']:.0f} s; "
+            f"by the tracked peaks {r.get('largest_size_by_tracked_peak')}) "
             f"vs binary search {truth} ({search_runs} runs, {search_seconds:.0f} s); --verify: {p} fits, "
             f"{p + 1} {'fits' if v[p + 1] else 'does not'}")
 

@@ -167,6 +167,9 @@ private:
         report::FitModel model;
         report::SourceModel largestSegment;  // the largest caching-allocator segment by size
         uint64_t context = 0, capacity = 0, largest = 0, predicted = 0, headroom = 0;
+        // The same from the tracked peaks (PyTorch's reserved memory, its cache with it): the
+        // model before session 10's allocated peaks, said in the JSON to compare the two.
+        uint64_t largestByTracked = 0;
         std::map<Source, uint64_t> at;  // by source at the largest size
         std::vector<Trial> verified;    // --verify: the largest size and the next one
     };
@@ -464,6 +467,11 @@ FitCommand::Prediction FitCommand::binding(const std::vector<const Trial*>& fitt
             d.context = 0;
         d.capacity = fitting.back()->capacity.at(device);
         d.largest = report::largestFitting(d.model, d.context, d.capacity, &d.largestSegment);
+        std::vector<report::FitPoint> tracked;
+        for (const Trial* t : fitting)
+            if (auto it = t->tracked.find(device); it != t->tracked.end())
+                tracked.push_back({t->size, {{Source::Other, it->second}}});
+        d.largestByTracked = report::largestFitting(report::fitPeaks(tracked), d.context, d.capacity, &d.largestSegment);
         if (!any || d.largest < p.largest)
             p = d;
         any = true;
@@ -559,6 +567,7 @@ void FitCommand::printJson(const std::vector<Trial>& trials, const Prediction& p
     w.endObject();
     w.key("largest_size"), w.value(p.largest);
     w.key("largest_measured_size"), w.value(largestMeasured(trials));
+    w.key("largest_size_by_tracked_peak"), w.value(p.largestByTracked);
     w.key("predicted_bytes"), w.value(p.predicted);
     w.key("headroom_bytes"), w.value(p.headroom);
     w.key("margin_bytes"), w.value(p.capacity > p.predicted + p.headroom ? p.capacity - p.predicted - p.headroom : 0);
