@@ -28,6 +28,7 @@ def run_check(build, tmp_path, mode, **env_extra):
     ("closure", "retainers.remember.<closure>.kept", "closure cell", "list"),
     ("graph", "retainers.total_loss (autograd graph)", "autograd graph", "AddBackward0"),
     ("local", "train().val_losses", "local", "list"),
+    ("guarded", "retainers.guarded", "global", "Guarded"),
 ])
 def test_a_leak_is_named_by_what_keeps_it(build, tmp_path, mode, name, kind, container):
     p, reports = run_check(build, tmp_path, mode)

@@ -16,6 +16,7 @@ sample, when PyTorch's allocated memory grew since the last one; the preload kee
 retainers of each, and the leak analysis names the one that grew with a leak.
 OOMSCOPE_TORCH_RETAINERS=0 turns it off."""
 
+import collections
 import os
 import sys
 import sysconfig
@@ -40,6 +41,7 @@ _last_sample = None
 _last_allocated = 0
 _library_dirs = None
 _saved_names = {}  # autograd node type -> its _saved_* attributes
+_SEQUENCES = (list, tuple, set, frozenset, collections.deque)
 
 
 def due(allocated):
@@ -174,10 +176,10 @@ class _Census:
             named = []  # (child, name, kind): held by a name of its own
             held = []   # (child, name): elements of obj, which holds them
             if self.module is not None and isinstance(obj, self.module):
-                for key, child in (getattr(obj, "_modules", None) or {}).items():
+                for key, child in dict.items(object.__getattribute__(obj, "__dict__").get("_modules") or {}):
                     named.append((child, f"{name}[{key}]" if str(key).isdigit() else f"{name}.{key}",
                                   "module attribute"))
-                for attr, value in list(vars(obj).items()):
+                for attr, value in list(dict.items(object.__getattribute__(obj, "__dict__"))):
                     if attr in ("_parameters", "_buffers", "_modules") or attr.startswith("_non_persistent"):
                         continue
                     if attr.endswith("_hooks") and isinstance(value, dict):
@@ -186,9 +188,12 @@ class _Census:
                         continue
                     named.append((value, f"{name}.{attr}", "module attribute"))
             elif isinstance(obj, dict):
-                held = [(value, f"{name}[{key!r}]") for key, value in list(obj.items())[:100000]]
-            elif isinstance(obj, (list, tuple, set, frozenset)) or type(obj).__name__ == "deque":
-                held = [(value, f"{name}[{i}]") for i, value in enumerate(list(obj)[:100000])]
+                # The base type's own iteration: never a subclass's code (a walk runs nothing of
+                # the program's).
+                held = [(value, f"{name}[{key!r}]") for key, value in list(dict.items(obj))[:100000]]
+            elif isinstance(obj, _SEQUENCES):
+                base = next(b for b in _SEQUENCES if isinstance(obj, b))
+                held = [(value, f"{name}[{i}]") for i, value in enumerate(list(base.__iter__(obj))[:100000])]
             elif isinstance(obj, (types.FunctionType, types.MethodType)):
                 fn = getattr(obj, "__func__", obj)
                 for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
@@ -196,9 +201,14 @@ class _Census:
                         named.append((cell.cell_contents, f"{name}.<closure>.{var}", "closure cell"))
                     except ValueError:  # an empty cell
                         pass
-            elif hasattr(obj, "__dict__") and not type(obj).__module__.startswith("torch"):
-                for attr, value in list(vars(obj).items()):
-                    named.append((value, f"{name}.{attr}", "attribute" if kind == "global" else kind))
+            elif not type(obj).__module__.startswith("torch"):
+                try:  # the instance dict itself: no __getattr__ of the program's runs
+                    attrs = object.__getattribute__(obj, "__dict__")
+                except Exception:
+                    attrs = None
+                if isinstance(attrs, dict):
+                    for attr, value in list(dict.items(attrs)):
+                        named.append((value, f"{name}.{attr}", "attribute" if kind == "global" else kind))
             container = holder if inner else (name, kind, type(obj).__name__)
             for child, child_name in reversed(held):
                 todo.append((child, child_name, kind, container, depth + 1, True))

@@ -5,6 +5,7 @@ alive by MODE:
   closure      a list in a closure cell (remember = make_memory())
   graph        total_loss += loss: each loss's graph saves its 4 MiB activation
   local        a list local to the running function train()
+  guarded      a list subclass whose __iter__ and __getattr__ raise: the census runs none of them
 Usage: retainers.py MODE"""
 import sys
 
@@ -16,6 +17,17 @@ MiB = 1 << 20
 class Layer(torch.nn.Module):
     def forward(self, x):
         return torch.empty(4 * MiB)  # ACTIVATION-LINE
+
+
+class Guarded(list):
+    def __iter__(self):
+        raise RuntimeError("the census ran the program's __iter__")
+
+    def __getattr__(self, name):
+        raise RuntimeError("the census ran the program's __getattr__")
+
+
+guarded = Guarded()
 
 
 def make_memory():
@@ -59,6 +71,8 @@ for step in range(30 if mode != "local" else 0):
         out = torch.empty(4 * MiB)  # ACTIVATION-LINE
     if mode == "global_list":
         history.append(out)
+    elif mode == "guarded":
+        guarded.append(out)
     elif mode == "closure":
         remember(out)
     elif mode == "graph":
