@@ -72,20 +72,38 @@ def _libraries():
     return _library_dirs
 
 
+_is_program_file = {}  # file name -> whether it is the program's (not a library's): realpath once
+
+
+def _program_file(path):
+    known = _is_program_file.get(path)
+    if known is None:
+        known = _is_program_file[path] = bool(path) and not path.startswith("<") and \
+            not os.path.realpath(path).startswith(_libraries()) and "/torch/" not in path and "/oomscope/" not in path
+    return known
+
+
 def _program_modules():
     """(name, module) of the program's own modules: __main__ (named by its file) and those
     whose file is outside the interpreter's and site-packages' folders."""
     out = []
-    libraries = _libraries()
     for name, module in list(sys.modules.items()):
         if module is None or name.split(".")[0] in ("torch", "oomscope"):
             continue
         path = getattr(module, "__file__", None)
         if name == "__main__":
             out.append((os.path.splitext(os.path.basename(path))[0] if path else "__main__", module))
-        elif path and not os.path.realpath(path).startswith(libraries):
+        elif path and _program_file(path):
             out.append((name, module))
     return out
+
+
+class _Elements:
+    """A container's elements still to walk."""
+    __slots__ = ("iterator",)
+
+    def __init__(self, iterator):
+        self.iterator = iterator
 
 
 class _Census:
@@ -105,7 +123,7 @@ class _Census:
 
     def over(self):
         self.visited += 1
-        if self.visited >= MAX_OBJECTS or (self.visited & 255 == 0 and time.perf_counter() > self.deadline):
+        if self.visited >= MAX_OBJECTS or (self.visited & 63 == 0 and time.perf_counter() > self.deadline):
             self.partial = True
         return self.partial
 
@@ -152,14 +170,25 @@ class _Census:
                     todo.append(nxt[0])
 
     def walk(self, roots):
-        # Depth first from the roots; an entry: (object, its name, its root's kind, the holder a
+        # From the roots; an entry: (object, its name, its root's kind, the holder a
         # tensor found there is credited to: (name, kind, container type), depth). A variable or
         # attribute that is a tensor holds it itself; a list, dict or set holds its elements.
         # Below an element of a container, everything is credited to that container (a list
         # of records that hold tensors is one retainer, not one per record): `inner`.
-        todo = [(obj, name, kind, (name, kind, "Tensor"), 0, False) for obj, name, kind in reversed(roots)]
+        # Breadth first, and a container's elements taken one at a time in turn with everything
+        # else: shallow holders (net[1].seen) are found before a large structure is walked
+        # through, and the shortest path names each object.
+        todo = collections.deque((obj, name, kind, (name, kind, "Tensor"), 0, False) for obj, name, kind in roots)
         while todo and not self.over():
-            obj, name, kind, holder, depth, inner = todo.pop()
+            obj, name, kind, holder, depth, inner = todo.popleft()
+            if type(obj) is _Elements:  # the next element of a container, the rest after it
+                try:
+                    child, child_name = next(obj.iterator)
+                except Exception:  # the end, or the container changed size under the walk
+                    continue
+                todo.append((obj, name, kind, holder, depth, inner))
+                todo.append((child, child_name, kind, holder, depth, inner))
+                continue
             if id(obj) in self.seen_objects:
                 continue
             self.seen_objects.add(id(obj))
@@ -173,8 +202,8 @@ class _Census:
                                                             types.ModuleType)) or \
                     (self.optimizer is not None and isinstance(obj, self.optimizer)):
                 continue
-            named = []  # (child, name, kind): held by a name of its own
-            held = []   # (child, name): elements of obj, which holds them
+            named = []   # (child, name, kind): held by a name of its own
+            held = None  # (child, name) of obj's elements, which it holds: an iterator
             if self.module is not None and isinstance(obj, self.module):
                 for key, child in dict.items(object.__getattribute__(obj, "__dict__").get("_modules") or {}):
                     named.append((child, f"{name}[{key}]" if str(key).isdigit() else f"{name}.{key}",
@@ -189,11 +218,12 @@ class _Census:
                     named.append((value, f"{name}.{attr}", "module attribute"))
             elif isinstance(obj, dict):
                 # The base type's own iteration: never a subclass's code (a walk runs nothing of
-                # the program's).
-                held = [(value, f"{name}[{key!r}]") for key, value in list(dict.items(obj))[:100000]]
+                # the program's). Elements are taken one at a time as the walk goes (a list of
+                # a million costs what the budget allows, not a copy of it).
+                held = ((value, f"{name}[{key!r}]") for key, value in dict.items(obj))
             elif isinstance(obj, _SEQUENCES):
                 base = next(b for b in _SEQUENCES if isinstance(obj, b))
-                held = [(value, f"{name}[{i}]") for i, value in enumerate(list(base.__iter__(obj))[:100000])]
+                held = ((value, f"{name}[{i}]") for i, value in enumerate(base.__iter__(obj)))
             elif isinstance(obj, (types.FunctionType, types.MethodType)):
                 fn = getattr(obj, "__func__", obj)
                 for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
@@ -210,9 +240,9 @@ class _Census:
                     for attr, value in list(dict.items(attrs)):
                         named.append((value, f"{name}.{attr}", "attribute" if kind == "global" else kind))
             container = holder if inner else (name, kind, type(obj).__name__)
-            for child, child_name in reversed(held):
-                todo.append((child, child_name, kind, container, depth + 1, True))
-            for child, child_name, child_kind in reversed(named):
+            if held:
+                todo.append((_Elements(held), name, kind, container, depth + 1, True))
+            for child, child_name, child_kind in named:
                 todo.append((child, child_name, child_kind, holder if inner else (child_name, child_kind, "Tensor"),
                              depth + 1, inner))
 
@@ -245,12 +275,9 @@ def census(torch, allocated, frames_of=None):
             roots.append((value, f"{module_name}.{var}", "global"))
     # The locals of the program's frames on this thread (the step hook runs inside the loop's
     # optimizer.step()): innermost first.
-    libraries = _libraries()
     frame = sys._getframe(1)
     while frame is not None:
-        path = frame.f_code.co_filename
-        if not path.startswith("<") and not os.path.realpath(path).startswith(libraries) and \
-                "/torch/" not in path and "/oomscope/" not in path:
+        if _program_file(frame.f_code.co_filename):
             for var, value in list(frame.f_locals.items()):
                 if not isinstance(value, (types.ModuleType, type)):
                     roots.append((value, f"{frame.f_code.co_name}().{var}", "local"))
