@@ -52,3 +52,19 @@ def test_no_census_when_turned_off(build, tmp_path):
     assert p.returncode == 1 and "held by" not in p.stdout
     r = json.load(open(reports[0]))
     assert not any("retainers" in s for s in r["steps"])
+
+
+def test_a_program_in_folders_named_torch_and_oomscope_is_still_the_programs(build, tmp_path):
+    # The installed examples live in share/oomscope/examples/torch/: the census told the
+    # program's files from PyTorch's and ours by those names in the path, and walked none of
+    # the example's frames (the H200's examples_leak found no retainer). By folders now.
+    where = tmp_path / "oomscope" / "examples" / "torch"
+    where.mkdir(parents=True)
+    program = where / "retainers.py"
+    program.write_text(open(PROGRAM).read())
+    out = tmp_path / "out"
+    env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib, PYTHONPATH=FAKE_TORCH)
+    p = subprocess.run([build.oomscope, "run", "-o", str(out), "--check", "--", sys.executable, str(program), "local"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "held by train().val_losses (local: list," in p.stdout, p.stdout

@@ -67,8 +67,14 @@ def _libraries():
         for p in sys.path:
             if "site-packages" in p or "dist-packages" in p:
                 dirs.add(os.path.realpath(p))
+        # Our own package (and the sitecustomize beside it), and PyTorch's wherever it is
+        # installed: by their folders, never by a name in the path (the installed examples
+        # live in share/oomscope/examples/torch/, and a user's project may be called torch).
         dirs.add(os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        _library_dirs = tuple(d + os.sep for d in dirs if d)
+        torch = sys.modules.get("torch")
+        if getattr(torch, "__file__", None):
+            dirs.add(os.path.realpath(os.path.dirname(torch.__file__)))
+        _library_dirs = tuple(d.rstrip(os.sep) + os.sep for d in dirs if d)
     return _library_dirs
 
 
@@ -79,7 +85,7 @@ def _program_file(path):
     known = _is_program_file.get(path)
     if known is None:
         known = _is_program_file[path] = bool(path) and not path.startswith("<") and \
-            not os.path.realpath(path).startswith(_libraries()) and "/torch/" not in path and "/oomscope/" not in path
+            not os.path.realpath(path).startswith(_libraries())
     return known
 
 
