@@ -129,3 +129,50 @@ SCENARIOS = [
     ("fit_gpt2", lambda ctx: will_it_fit(ctx, "gpt2", 24, 1, 65, 257)),
     ("fit_resnet50", lambda ctx: will_it_fit(ctx, "resnet50", 40, 16, 1025, 4097)),
 ]
+
+
+def refine(test, lo, hi):
+    """The largest n in [lo, hi) with test(n), lo known to fit and hi known not to (grid 1)."""
+    start, runs = time.monotonic(), 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        runs += 1
+        lo, hi = (mid, hi) if test(mid) else (lo, mid)
+    return lo, runs, time.monotonic() - start
+
+
+def known_truths():
+    """Truths found by earlier binary searches with real runs on this machine and software, so
+    that a session re-measures the prediction without re-running them: OOMSCOPE_FIT_TRUTHS=
+    'gpt2:24=15/6/120,gpt2:full=93/8/140' (largest batch / runs / seconds of the search)."""
+    known = {}
+    for item in filter(None, os.environ.get("OOMSCOPE_FIT_TRUTHS", "").split(",")):
+        key, value = item.split("=")
+        largest, runs, seconds = value.split("/")
+        known[key] = (int(largest), int(runs), float(seconds))
+    return known
+
+
+def predict(ctx, model, grid, hi_limited, hi_full):
+    """Prediction only (issue 23, Done-when 3): fit under 24 GiB and on the whole GPU against
+    the largest batch by binary search with real runs (or a truth known from an earlier search:
+    known_truths). A truth on a grid coarser than 1 is refined to the exact batch."""
+    out = ctx.dir(f"predict_{model}")
+    known = known_truths()
+    rows = []
+    for card, test, hi in ((24, limited(ctx, out, model, 24), hi_limited), (None, plain(out, model, "full"), hi_full)):
+        key = f"{model}:{card or 'full'}"
+        truth, runs, secs = known.get(key) or binary_search(test, grid, hi)
+        if grid > 1:
+            truth, more, extra = refine(test, truth, truth + grid)
+            runs, secs = runs + more, secs + extra
+        print(f"  truth {key}: {truth} ({runs} runs, {secs:.0f} s{', known' if key in known else ''})", flush=True)
+        rows.append(compare(f"{model} {'under 24 GiB' if card else 'on the whole GPU'}",
+                            oomscope_fit(ctx, out, model, card), truth, runs, secs))
+    return "; ".join(rows)
+
+
+SCENARIOS += [
+    ("predict_gpt2", lambda ctx: predict(ctx, "gpt2", 1, 65, 257)),
+    ("predict_resnet50", lambda ctx: predict(ctx, "resnet50", 16, 1025, 4097)),
+]

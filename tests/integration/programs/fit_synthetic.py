@@ -4,6 +4,9 @@
   env       the size is OOMSCOPE_FIT_SIZE
   constant  ignores the size (fit must say so)
   broken    exits 5 without running out of memory
+  recovers  as arg, then asks for a 60 MiB workspace beside its memory and goes on without it
+            when that fails (as PyTorch's cuDNN convolutions do): exits 0 at sizes where the
+            workspace does not fit
 Exits 3 when an allocation fails (out of memory).
 
 With FIT_MEET=DIR, the runs at sizes 1 and 2 meet (a FIFO each opens, so neither goes on
@@ -28,7 +31,7 @@ def malloc(n):
 mode = sys.argv[1]
 if mode == "broken":
     sys.exit(5)
-size = {"arg": lambda: int(sys.argv[2]), "env": lambda: int(os.environ["OOMSCOPE_FIT_SIZE"]),
+size = {"arg": lambda: int(sys.argv[2]), "recovers": lambda: int(sys.argv[2]), "env": lambda: int(os.environ["OOMSCOPE_FIT_SIZE"]),
         "constant": lambda: 1}[mode]()
 crowded = False
 meet = os.environ.get("FIT_MEET")
@@ -51,5 +54,11 @@ rc, activations = malloc(30 * MiB * size)
 if rc != 0:
     print("out of memory at size", size)
     sys.exit(3)
+if mode == "recovers":
+    rc, workspace = malloc(60 * MiB)
+    if rc == 0:
+        rt.cudaFree(workspace)
+    else:
+        print("no room for the workspace: without it")
 rt.cudaFree(activations)
 print("fits", size)
