@@ -476,6 +476,35 @@ std::optional<size_t> findArray(std::string_view text, std::string_view key1, st
     return std::nullopt;
 }
 
+// Eight bytes of text as a little-endian word (the first byte lowest).
+uint64_t load8(const char* p)
+{
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+}
+
+// How many of the eight bytes of w, from the first, are ASCII digits (0..8). A byte below '0'
+// borrows and one above '9' carries only into the bytes after it, so the first non-digit is
+// found exactly (what follows it does not matter).
+unsigned digitRun(uint64_t w)
+{
+    const uint64_t nonDigit = ((w - 0x3030303030303030ull) | (w + 0x4646464646464646ull)) & 0x8080808080808080ull;
+    return nonDigit ? unsigned(__builtin_ctzll(nonDigit)) / 8 : 8;
+}
+
+// The value of the first n (1..8) digits of w, most significant first: moved to the top of the
+// word (zeros before them read as leading zeros), then folded pairwise (2, 4, 8 digits).
+uint64_t digitsValue(uint64_t w, unsigned n)
+{
+    w = (w & 0x0F0F0F0F0F0F0F0Full) << (8 * (8 - n));
+    w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFull;
+    w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFull;
+    return (w * 10000 + (w >> 32)) & 0xFFFFFFFFull;
+}
+
+constexpr uint64_t kPow10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
 // The JSON a hand reader takes: whitespace, punctuation, integers, and strings of printable
 // ASCII without escapes. Anything else is a "no": the caller falls back to the checked reader.
 class Scanner {
@@ -498,6 +527,10 @@ protected:
     bool peek(char c) const { return m_p < m_end && *m_p == c; }
     bool expect(char c)
     {
+        if (m_p < m_end && *m_p == c) {  // a report as written has no space between tokens
+            ++m_p;
+            return true;
+        }
         space();
         if (!peek(c))
             return false;
@@ -507,9 +540,30 @@ protected:
     template <class T>
     bool number(T* out)
     {
-        space();
-        // Most numbers of a report are short and plain (a million rows, ten each): digits
-        // folded here; long ones (past 18 digits), signs and anything odd go to from_chars.
+        if (m_p < m_end && unsigned(*m_p - '0') >= 10)
+            space();
+        // Most numbers of a report are plain and at most 16 digits (ten million rows, ten
+        // each): read eight digits at a time; longer ones, signs and anything odd go on below.
+        if (m_end - m_p >= 16) {
+            const uint64_t w1 = load8(m_p);
+            const unsigned n1 = digitRun(w1);
+            uint64_t v = 0;
+            unsigned n = 0;
+            if (n1 > 0 && n1 < 8) {
+                v = digitsValue(w1, n1), n = n1;
+            } else if (n1 == 8) {
+                const uint64_t w2 = load8(m_p + 8);
+                const unsigned n2 = digitRun(w2);
+                if (n2 < 8)
+                    v = digitsValue(w1, 8) * kPow10[n2] + (n2 ? digitsValue(w2, n2) : 0), n = 8 + n2;
+            }
+            const char end = n ? m_p[n] : '0';
+            if (n && end != '.' && end != 'e' && end != 'E' && v <= uint64_t(std::numeric_limits<T>::max())) {
+                *out = T(v);
+                m_p += n;
+                return true;
+            }
+        }
         {
             const char* p = m_p;
             uint64_t v = 0;
@@ -656,21 +710,46 @@ public:
     }
 
 private:
+    // A name seen before is told by the word of its first eight bytes with the closing quote
+    // (the rest compared when longer): no scan for the quote, no string compare per row.
+    struct Known {
+        uint64_t head = 0, mask = 0;
+        std::string_view text;  // the name and its closing quote, in the report's text
+        uint16_t index = 0;
+    };
     bool name(uint16_t* out)
     {
-        std::string_view text;
-        if (!Scanner::text(&text))
-            return false;
-        for (const auto& [seen, index] : m_names) {
-            if (seen == text) {
-                *out = index;
+        if (m_p < m_end && *m_p != '"')
+            space();
+        if (m_end - m_p > 8 && *m_p == '"') {
+            const uint64_t w = load8(m_p + 1);
+            for (const Known& k : m_names) {
+                if ((w & k.mask) != k.head)
+                    continue;
+                if (k.text.size() > 8 && (size_t(m_end - m_p - 1) < k.text.size() ||
+                                          std::memcmp(m_p + 9, k.text.data() + 8, k.text.size() - 8) != 0))
+                    continue;
+                m_p += 1 + k.text.size();
+                *out = k.index;
                 return true;
             }
         }
+        std::string_view text;
+        if (!Scanner::text(&text))
+            return false;
         if (m_names.size() > 256)
             return false;
-        *out = m_tl->intern(std::string(text));
-        m_names.emplace_back(text, *out);
+        Known k;
+        k.index = m_tl->intern(std::string(text));
+        for (const Known& seen : m_names)
+            if (seen.index == k.index)
+                return *out = k.index, true;
+        k.text = std::string_view(text.data(), text.size() + 1);  // with its quote
+        const size_t head = std::min<size_t>(8, k.text.size());
+        std::memcpy(&k.head, k.text.data(), head);
+        k.mask = head == 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * head)) - 1;
+        m_names.push_back(k);
+        *out = k.index;
         return true;
     }
     bool row()
@@ -706,7 +785,7 @@ private:
 
     RowsRead* m_read;
     Timeline* m_tl;
-    std::vector<std::pair<std::string_view, uint16_t>> m_names;
+    std::vector<Known> m_names;
 };
 
 } // namespace

@@ -312,18 +312,19 @@ void renderEvents(const Report& r, const RenderOptions& o, const Style& s, std::
 {
     const Timeline& tl = r.timeline;
     out << "\n" << s.bold("Last events before the trigger") << "\n";
+    // The last o.events rows at or before the trigger, found from the end (a million rows are
+    // not copied to show twenty).
     std::vector<const TimelineRow*> rows;
-    for (const TimelineRow& row : tl.rows) {
-        if (row.timeNs <= r.trigger.timeNs)
-            rows.push_back(&row);
-    }
+    for (auto it = tl.rows.rbegin(); it != tl.rows.rend() && rows.size() < o.events; ++it)
+        if (it->timeNs <= r.trigger.timeNs)
+            rows.push_back(&*it);
+    std::reverse(rows.begin(), rows.end());
     if (rows.empty()) {
         out << "  none recorded\n";
     } else {
-        const size_t first = rows.size() > o.events ? rows.size() - o.events : 0;
         TextTable table({"time", "event", "api", "device", "size", "address", "stack", "error"}, 3);
-        for (size_t i = first; i < rows.size(); ++i) {
-            const TimelineRow& row = *rows[i];
+        for (const TimelineRow* at : rows) {
+            const TimelineRow& row = *at;
             const uint64_t t = r.process.startNs && row.timeNs >= r.process.startNs ? row.timeNs - r.process.startNs : row.timeNs;
             table.addRow({formatSeconds(t), tl.name(row.kind), tl.name(row.api), std::to_string(row.device),
                           formatBytes(row.size), row.address ? formatHex(row.address) : "-",
