@@ -144,7 +144,8 @@ def refine(test, lo, hi):
 def known_truths():
     """Truths found by earlier binary searches with real runs on this machine and software, so
     that a session re-measures the prediction without re-running them: OOMSCOPE_FIT_TRUTHS=
-    'gpt2:24=15/6/120,gpt2:full=93/8/140' (largest batch / runs / seconds of the search)."""
+    'gpt2:24=15/6/120,gpt2:full=93/8/140' (largest batch / runs / seconds of the search). A
+    known truth is exact (already refined to grid 1)."""
     known = {}
     for item in filter(None, os.environ.get("OOMSCOPE_FIT_TRUTHS", "").split(",")):
         key, value = item.split("=")
@@ -163,7 +164,7 @@ def predict(ctx, model, grid, hi_limited, hi_full):
     for card, test, hi in ((24, limited(ctx, out, model, 24), hi_limited), (None, plain(out, model, "full"), hi_full)):
         key = f"{model}:{card or 'full'}"
         truth, runs, secs = known.get(key) or binary_search(test, grid, hi)
-        if grid > 1:
+        if grid > 1 and key not in known:
             truth, more, extra = refine(test, truth, truth + grid)
             runs, secs = runs + more, secs + extra
         print(f"  truth {key}: {truth} ({runs} runs, {secs:.0f} s{', known' if key in known else ''})", flush=True)
