@@ -1,6 +1,8 @@
 #include "interpose/device_limit.h"
 
+#include "interpose/device_probe.h"
 #include "interpose/hooks.h"
+#include "interpose/nvml_probe.h"
 #include "interpose/recording.h"
 #include "track/config.h"
 #include "track/device_cards.h"
@@ -39,7 +41,8 @@ const Limits& limits()
     return *l;
 }
 
-// Per device: the context's bytes (measured once), and whether the limit is in force (a limit
+// Per device: the context's bytes (measured once: what the process holds beyond its tracked
+// memory), and whether the limit is in force (a limit
 // above the device's memory is said once and dropped).
 std::atomic<int64_t> g_residue[kDevices];  // the context's bytes, once measured
 std::atomic<uint8_t> g_state[kDevices];    // 0 unmeasured, 1 in force, 2 dropped
@@ -66,7 +69,10 @@ bool inForce(int device)
         size_t free = 0, total = 0;
         if (!driverInfo(&free, &total))
             return false;  // not measurable now (no context yet): asked again next time
-        const uint64_t used = total - free, held = tracked(device);
+        // The process's own memory where the driver lists it: the device's used memory counts
+        // every other process on it (a run of `oomscope fit` beside another, starting too).
+        const std::optional<uint64_t> own = processDeviceBytes(deviceUuid(device));
+        const uint64_t used = own ? *own : total - free, held = tracked(device);
         g_residue[device].store(int64_t(used > held ? used - held : 0), std::memory_order_relaxed);
         uint8_t expected = 0;
         const uint8_t next = limits().bytes[device] > total ? 2 : 1;

@@ -1,5 +1,6 @@
 #include "interpose/device_probe.h"
 
+#include "interpose/nvml_probe.h"
 #include "interpose/recording.h"
 #include "report/model.h"
 
@@ -26,6 +27,17 @@ std::string uuidString(const CUuuid& uuid)
 }
 
 } // namespace
+
+std::string deviceUuid(int ordinal)
+{
+    const auto getDevice = driverFn<CUresult (*)(CUdevice*, int)>("cuDeviceGet");
+    const auto getUuid = driverFn<CUresult (*)(CUuuid*, CUdevice)>("cuDeviceGetUuid_v2");
+    CUdevice dev = 0;
+    CUuuid uuid{};
+    if (!getDevice || !getUuid || getDevice(&dev, ordinal) != CUDA_SUCCESS || getUuid(&uuid, dev) != CUDA_SUCCESS)
+        return {};
+    return uuidString(uuid);
+}
 
 DriverDeviceProbe& DriverDeviceProbe::instance()
 {
@@ -112,6 +124,8 @@ std::vector<report::Device> DriverDeviceProbe::probeDevices()
         }
         if (const uint64_t limit = deviceLimitOf(i))
             d.limitBytes = limit;
+        if (d.context == true && d.freeBytes)
+            d.processBytes = processDeviceBytes(d.uuid);
         devices.push_back(std::move(d));
     }
     return devices;

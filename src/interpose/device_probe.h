@@ -16,4 +16,7 @@ public:
     std::vector<report::Pool> probePools(const std::vector<uint64_t>& explicitPools) override;
 };
 
+// The device's UUID as nvidia-smi prints it (GPU-…), empty where the driver cannot say.
+std::string deviceUuid(int ordinal);
+
 } // namespace oomscope::interpose

@@ -458,7 +458,9 @@ std::vector<report::MemoryRow> memoryRows(const std::vector<track::DeviceCounter
         auto it = rows.find(d.index);
         if (it == rows.end() || !d.freeBytes || !d.totalBytes || *d.freeBytes > *d.totalBytes)
             continue;
-        const uint64_t used = *d.totalBytes - *d.freeBytes;
+        // The process's own memory where the driver listed it; else the device's used memory
+        // (every other process on the card counted as this one's).
+        const uint64_t used = d.processBytes ? *d.processBytes : *d.totalBytes - *d.freeBytes;
         it->second.untrackedBytes = used > it->second.trackedBytes ? used - it->second.trackedBytes : 0;
     }
     std::vector<report::MemoryRow> out;

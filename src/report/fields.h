@@ -36,6 +36,7 @@ inline constexpr int kRound3 = 3;  // a process's job identity, a device's conte
 inline constexpr int kRound4 = 4;  // memory by role (memory[].by_role, steps[].devices[].by_role),
                                    // a rehearsed device limit (devices[].limit_bytes)
 inline constexpr int kRound5 = 5;  // what keeps tensors alive (steps[].retainers, leaks[].held_by)
+inline constexpr int kRound6 = 6;  // the process's own device memory (devices[].process_bytes)
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -131,6 +132,7 @@ OOMSCOPE_DESCRIBE(Device)
     v("runtime_version", x.runtimeVersion, kFirst);
     v("context", AbsentWhenEmpty{x.context}, kRound3);
     v("limit_bytes", AbsentWhenEmpty{x.limitBytes}, kRound4);
+    v("process_bytes", AbsentWhenEmpty{x.processBytes}, kRound6);
 }
 
 OOMSCOPE_DESCRIBE(MemoryRow)

@@ -76,6 +76,10 @@ struct Device {
     // The card rehearsed (OOMSCOPE_DEVICE_LIMIT): allocations past it were refused with the
     // API's out-of-memory error (schema revision 4; absent when the run was not limited).
     std::optional<uint64_t> limitBytes;
+    // The device memory the driver counts for this process at the trigger (NVML's per-process
+    // used memory; schema revision 6, absent where NVML could not say). free_bytes is the whole
+    // device's: other processes' memory is in it, not in this.
+    std::optional<uint64_t> processBytes;
 
     bool operator==(const Device&) const = default;
 };

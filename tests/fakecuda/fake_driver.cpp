@@ -5,6 +5,9 @@
 //   FAKECUDA_CAPACITY        bytes per device (1GiB, 512MiB, …; default 1GiB)
 //   FAKECUDA_DEVICES         number of devices (default 1)
 //   FAKECUDA_CONTEXT_BYTES   memory a primary context takes (default 32MiB): the "untracked" part
+//   FAKECUDA_OTHER_PROCESS_BYTES  memory another process holds on each device (default 0): in
+//                            the free memory the driver reports, not in this process's (the
+//                            fake NVML, fake_nvml.cpp, lists both)
 //   FAKECUDA_UNBACKED        1: classic allocations get addresses but no memory (no mmap per
 //                            call), for benchmarks of the hooks; the memory must not be touched
 // Allocations are counted in 256-byte units; VMM physical memory in 2 MiB granules.
@@ -92,7 +95,8 @@ struct Mapping {
 
 struct Device {
     uint64_t capacity = 0;
-    uint64_t used = 0;
+    uint64_t used = 0;   // this process's and the other's (FAKECUDA_OTHER_PROCESS_BYTES)
+    uint64_t other = 0;
     int primaryRefs = 0;
     CUctx_st context{};
     CUmemPoolHandle_st pool{};
@@ -138,6 +142,8 @@ State& state()
         st->devices.resize(size_t(count));
         for (int i = 0; i < count; ++i) {
             st->devices[size_t(i)].capacity = envSize("FAKECUDA_CAPACITY", 1ull << 30);
+            st->devices[size_t(i)].other = envSize("FAKECUDA_OTHER_PROCESS_BYTES", 0);
+            st->devices[size_t(i)].used = st->devices[size_t(i)].other;
             st->devices[size_t(i)].context.device = i;
             st->devices[size_t(i)].pool.device = i;
         }
@@ -395,6 +401,20 @@ FAKE_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev)
     for (int i = 0; i < 16; ++i)
         uuid->bytes[i] = char(0xfa + (i == 15 ? dev : 0));
     return CUDA_SUCCESS;
+}
+
+// For the fake NVML: what this process and the other one hold on a device; false where the
+// process has no context there (the real driver lists a process once it has one).
+FAKE_EXPORT bool fakecuda_process_bytes(int dev, uint64_t* own, uint64_t* other)
+{
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (dev < 0 || size_t(dev) >= s.devices.size())
+        return false;
+    const Device& d = s.devices[size_t(dev)];
+    *own = d.used - d.other;
+    *other = d.other;
+    return d.primaryRefs > 0;
 }
 
 FAKE_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev)

@@ -46,6 +46,18 @@ def test_every_door_fails_at_the_limit_with_its_own_error(build, tmp_path):
     assert "rehearsed as a card of 256.00 MiB" in text, text
 
 
+def test_another_process_does_not_count_against_the_limit(build, tmp_path):
+    # The rehearsed card is this process's: 300 MiB held by another process (a run of `fit`
+    # beside this one) is not its context. NVML says what the process holds; without it the
+    # device's used memory stands in and the other's memory counts.
+    r = run_limited(build, tmp_path, "256MiB", FAKECUDA_OTHER_PROCESS_BYTES="300MiB")
+    got = lines(r.stdout)
+    assert got["runtime_info"] == [0, 224 * MiB, 256 * MiB], r.stdout
+    assert got["cudaMalloc_rest"] == [0, 24 * MiB]
+    r = run_limited(build, tmp_path / "no-nvml", "256MiB", FAKECUDA_OTHER_PROCESS_BYTES="300MiB", FAKECUDA_NVML="0")
+    assert lines(r.stdout)["runtime_info"] == [0, 0, 256 * MiB], r.stdout
+
+
 def test_without_a_limit_the_same_program_sees_the_whole_device(build, tmp_path):
     r = t.run_oomscope(build.oomscope, [build.program("device_limit"), "fill"], str(tmp_path / "out"),
                        env={"FAKECUDA_CAPACITY": "1GiB"})

@@ -52,6 +52,31 @@ def test_tracked_bytes_equal_the_live_allocations(build, tmp_path):
     assert row["by_source"]["untracked"] == CONTEXT
 
 
+def test_another_process_on_the_card_is_not_this_ones_untracked_memory(build, tmp_path):
+    # 200 MiB held by another process: in the device's free memory, not in this process's
+    # (NVML's per-process list, devices[].process_bytes); without NVML, or where its list hides
+    # the process (a PID namespace), the device's used memory stands in, and says so by absence.
+    other = 200 * MiB
+    for nvml, untracked in (("1", CONTEXT), ("0", CONTEXT + other), ("hidden", CONTEXT + other)):
+        out = tmp_path / nvml
+        run = t.run_oomscope(build.oomscope, [build.program("leaky_oom_fake"), "8"], str(out),
+                             env={"FAKECUDA_CAPACITY": "1GiB", "FAKECUDA_OTHER_PROCESS_BYTES": "200MiB",
+                                  "FAKECUDA_NVML": nvml})
+        rep = run.only("oom")
+        row, dev = t.memory_row(rep, 0), rep["devices"][0]
+        tracked = row["tracked_bytes"]
+        assert dev["free_bytes"] == CAPACITY - other - CONTEXT - tracked, (nvml, dev)
+        assert row["untracked_bytes"] == untracked, (nvml, row)
+        assert row["by_source"]["untracked"] == untracked
+        if nvml == "1":
+            assert dev["process_bytes"] == tracked + CONTEXT
+        else:
+            assert "process_bytes" not in dev, (nvml, dev)
+        # The same at the first failure (the tracker asks the driver there too).
+        first = [r for r in rep.get("at_first_failure") or [] if r["device"] == 0]
+        assert not first or first[0]["untracked_bytes"] == untracked
+
+
 def test_top_sites_name_the_programs_functions(build, tmp_path):
     rep = run_example(build, tmp_path).only("oom")
     top, second = rep["sites"][0], rep["sites"][1]

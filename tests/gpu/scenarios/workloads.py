@@ -13,6 +13,18 @@ from gpu_common import driver_free, dump, write_facts  # noqa: E402
 MiB = 1 << 20
 
 
+def smi_used_mib():
+    """What nvidia-smi lists as this process's GPU memory (MiB), None where it lists no such pid."""
+    import subprocess
+    p = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                       capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        pid, _, used = line.partition(",")
+        if pid.strip() == str(os.getpid()):
+            return int(used)
+    return None
+
+
 def torch_compute(torch, matmul):
     torch.manual_seed(0)
     a = torch.randn(4096, 4096, device="cuda")
@@ -38,6 +50,7 @@ def torch_workload(facts_path, oom=False, matmul=False):
                  backend=torch.cuda.get_allocator_backend(), held=len(held),
                  active_bytes=stats.get("active_bytes.all.current"), baseline=baseline)
     facts["report"] = dump("measure")
+    facts["smi_used_mib"] = smi_used_mib()
     if oom:
         try:
             torch.empty(total + (1 << 30), dtype=torch.uint8, device="cuda")

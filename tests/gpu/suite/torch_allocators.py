@@ -41,7 +41,15 @@ def scenario_torch_default(ctx):
     check(row["tracked_bytes"] == facts["reserved"], f"tracked {row['tracked_bytes']} != reserved {facts['reserved']}")
     ok, line = delta_line(facts, row["tracked_bytes"])
     check(ok, line)
-    return f"{line}; == memory_reserved(); by_source {compact(row['by_source'])}; exit report: no growth/cache_churn"
+    # The process's own memory (NVML's per-process list, devices[].process_bytes) against what
+    # nvidia-smi lists for the pid right after the report, and untracked derived from it.
+    process = rep["devices"][0].get("process_bytes")
+    smi = facts.get("smi_used_mib")
+    check(process is not None, f"no process_bytes in the report (nvidia-smi lists the pid: {smi} MiB)")
+    check(smi is not None and abs(process / MiB - smi) <= 2, f"process_bytes {process / MiB:.0f} MiB, nvidia-smi {smi} MiB")
+    check(row["untracked_bytes"] == process - row["tracked_bytes"], f"untracked {row['untracked_bytes']} != process - tracked")
+    return (f"{line}; == memory_reserved(); process_bytes {process / MiB:.0f} MiB == nvidia-smi {smi} MiB, untracked "
+            f"{row['untracked_bytes'] / MiB:.0f} MiB; by_source {compact(row['by_source'])}; exit report: no growth/cache_churn")
 
 
 def scenario_torch_expandable(ctx):
