@@ -10,7 +10,7 @@ PROGRAM = os.path.join(HERE, "programs", "fit_synthetic.py")
 
 
 def fit(build, tmp_path, *args, command=("arg", "{}"), program=PROGRAM, **env_extra):
-    env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib, **env_extra)
+    env = build.env(**dict({"FAKECUDA_CAPACITY": "1GiB", "FAKECUDA_LIB": build.fake_lib}, **env_extra))
     return subprocess.run([build.oomscope, "fit", "-o", str(tmp_path / "fit")] + list(args) +
                           ["--", sys.executable, program] + list(command),
                           capture_output=True, text=True, env=env, timeout=300)
@@ -22,9 +22,10 @@ def test_predicts_the_exact_largest_size(build, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["largest_size"] == 29
-    # 1 and 2, then an eighth and a quarter of what they predict (29): 3 and 7, each pair at once.
-    assert [s["size"] for s in out["sizes"]] == [1, 2, 3, 7] and all(s["fits"] for s in out["sizes"])
-    assert out["rounds"] == [[1, 2], [3, 7]] and out["rerun_alone"] == []
+    # 1, 2 and 4 at once, then of an eighth and a quarter of what they predict (29: 3 and 7)
+    # those above 4.
+    assert [s["size"] for s in out["sizes"]] == [1, 2, 4, 7] and all(s["fits"] for s in out["sizes"])
+    assert out["rounds"] == [[1, 2, 4], [7]] and out["rerun_alone"] == []
     assert out["context_bytes"] == 32 << 20 and out["capacity_bytes"] == 1 << 30
     assert out["predicted_bytes"] == (32 + 100 + 29 * 30) << 20
     assert out["margin_bytes"] == (1024 - 32 - 100 - 29 * 30) << 20
@@ -32,7 +33,7 @@ def test_predicts_the_exact_largest_size(build, tmp_path):
     text = fit(build, tmp_path / "text")
     assert "Largest size that fits device 0 (1.00 GiB): 29" in text.stdout, text.stdout + text.stderr
     assert "the largest size measured" not in text.stdout  # 29 is within 8x of 7
-    assert "(sizes 1+2, then 3+7;" in text.stdout, text.stdout
+    assert "(sizes 1+2+4, then 7;" in text.stdout, text.stdout
     far = fit(build, tmp_path / "far", "--sizes", "1,2,3")
     assert ": 29" in far.stdout and "9x the largest size measured" in far.stdout, far.stdout
 
@@ -72,9 +73,25 @@ def test_for_a_smaller_card(build, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["largest_size"] == 12 and out["capacity_bytes"] == 512 << 20
-    assert out["rounds"] == [[1, 2], [3, 4]]  # the measuring rounds: --verify's runs are not among them
+    # One round: 12 is within 4x of 4. The measuring rounds: --verify's runs are not among them.
+    assert out["rounds"] == [[1, 2, 4]]
     assert [(v["size"], v["fits"]) for v in out["verify"]] == [(12, True), (13, False)]
     assert out["verify"][0]["oom_reports"] == 0 and out["verify"][1]["oom_reports"] >= 1
+
+
+def test_another_process_on_the_card_is_not_the_context(build, tmp_path):
+    # 300 MiB held by another process through every run (as a run of a round beside another):
+    # the context is the process's own 32 MiB (NVML lists it), so the rehearsed card's answer
+    # is unchanged; on the whole card the answer is the card's, and the other process is said.
+    p = fit(build, tmp_path, "--device-limit", "512MiB", "--format", "json", FAKECUDA_OTHER_PROCESS_BYTES="300MiB")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["context_bytes"] == 32 << 20 and out["largest_size"] == 12, out
+    assert out["other_processes_bytes"] == 300 << 20
+    whole = fit(build, tmp_path / "whole", FAKECUDA_CAPACITY="8GiB", FAKECUDA_OTHER_PROCESS_BYTES="2GiB")
+    assert "(other processes held 2.00 GiB of device 0 through every run" in whole.stdout, whole.stdout
+    alone = fit(build, tmp_path / "alone", "--format", "json")
+    assert json.loads(alone.stdout)["other_processes_bytes"] == 0
 
 
 def test_a_run_that_recovers_from_an_out_of_memory_fits(build, tmp_path):

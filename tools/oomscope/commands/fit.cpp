@@ -4,8 +4,9 @@
 // (report/analysis/fit.h) and says the largest size that fits the device (or the limit), with
 // its margin and the breakdown there; --verify runs that size and the next one up.
 //
-// The sizes, by default: 1 and 2, then an eighth and a quarter of the size those two predict,
-// so that the answer is extrapolated 4x at most. The runs of a round go at the same time when
+// The sizes, by default: 1, 2 and 4, then those of an eighth and a quarter of the size they
+// predict that are above 4, so that the answer is extrapolated 4x at most (one round where it
+// is 16 or less: a trial's start dominates a short program, GPT-2's 20 s). The runs of a round go at the same time when
 // the device has room for all of them (their peaks bounded from the runs before, with a
 // quarter to spare); one that runs out of memory beside others is run again alone.
 #include "command.h"
@@ -52,6 +53,8 @@ struct Trial {
     std::string log;         // the program's output
     std::map<int64_t, report::FitPoint> peaks;  // by device (fitting runs)
     std::map<int64_t, uint64_t> context;        // by device: what the process held outside tracked memory
+    std::map<int64_t, uint64_t> others;         // by device: what other processes held at exit (where the
+                                                // driver listed this one: devices[].process_bytes)
     std::map<int64_t, uint64_t> capacity;       // by device: the limit, else the device's memory
     std::map<int64_t, uint64_t> room;           // by device: free at exit + what the run held there
     std::map<int64_t, uint64_t> largestSegment; // by device: the largest a caching allocator asked for
@@ -178,6 +181,7 @@ private:
         report::FitModel model;
         report::SourceModel largestSegment;  // the largest caching-allocator segment by size
         uint64_t context = 0, capacity = 0, largest = 0, predicted = 0, headroom = 0;
+        uint64_t others = 0;  // what other processes held on the device through every run
         // The same from the tracked peaks (PyTorch's reserved memory, its cache with it): the
         // model before session 10's allocated peaks, said in the JSON to compare the two.
         uint64_t largestByTracked = 0;
@@ -317,6 +321,8 @@ void FitCommand::collect(const Ran& ran, Trial* t) const
             t->capacity[m.device] = d && d->limitBytes ? *d->limitBytes : d && d->totalBytes ? *d->totalBytes : 0;
             if (d && d->freeBytes)
                 t->room[m.device] = *d->freeBytes + m.trackedBytes + m.untrackedBytes.value_or(0);
+            if (d && d->freeBytes && d->totalBytes && d->processBytes && *d->totalBytes >= *d->freeBytes + *d->processBytes)
+                t->others[m.device] = *d->totalBytes - *d->freeBytes - *d->processBytes;
         }
         t->largestSegment = largestCachingSegments(r);
     }
@@ -409,7 +415,7 @@ int FitCommand::run()
     const auto start = std::chrono::steady_clock::now();
     std::vector<Trial> trials;
     const bool chosen = m_sizeList.empty();
-    const std::vector<uint64_t> first = chosen ? std::vector<uint64_t>{1, 2}
+    const std::vector<uint64_t> first = chosen ? std::vector<uint64_t>{1, 2, 4}
                                                : std::vector<uint64_t>(m_sizeList.begin(), m_sizeList.begin() + 2);
     if (!accept(runTogether(first), &trials))
         return m_status;
@@ -418,15 +424,17 @@ int FitCommand::run()
     if (!chosen) {
         rest.assign(m_sizeList.begin() + 2, m_sizeList.end());
     } else if (!oomSeen()) {
-        // An eighth and a quarter of what the two small runs predict: the answer is then
-        // extrapolated 4x at most, and a wrong guess of the line costs one round, not the fit.
+        // An eighth and a quarter of what the small runs predict, those above the largest run:
+        // the answer is then extrapolated 4x at most, and a wrong guess of the line costs one
+        // round, not the fit.
         std::vector<const Trial*> fitting;
         for (const Trial& t : trials)
             fitting.push_back(&t);
-        if (!trials[0].peaks.empty() && !trials[1].peaks.empty() && changesWithSize(fitting, false)) {
-            const uint64_t largest = binding(fitting).largest;
-            for (uint64_t n : {std::max<uint64_t>(3, largest / 8), std::max<uint64_t>(4, largest / 4)})
-                if (n < largest && (rest.empty() || n > rest.back()))
+        const bool measured = std::all_of(trials.begin(), trials.end(), [](const Trial& t) { return !t.peaks.empty(); });
+        if (measured && changesWithSize(fitting, false)) {
+            const uint64_t largest = binding(fitting).largest, ran = first.back();
+            for (uint64_t n : {largest / 8, largest / 4})
+                if (n > ran && n < largest && (rest.empty() || n > rest.back()))
                     rest.push_back(n);
         }
     }
@@ -467,15 +475,26 @@ FitCommand::Prediction FitCommand::binding(const std::vector<const Trial*>& fitt
                 segments.push_back({t->size, {{Source::Other, it->second}}});
         if (const report::FitModel m = report::fitPeaks(segments); m.count(Source::Other))
             d.largestSegment = m.at(Source::Other);
-        // What the process holds outside its tracked memory (the context) is the driver's used
-        // memory less the tracked: a run beside another counts the other's too. The least any
-        // run saw (the last of a round to exit saw itself alone).
+        // What the process holds outside its tracked memory (the context): its own memory as
+        // the driver lists it (NVML) less the tracked. Where the driver does not list it (a PID
+        // namespace), the device's used memory less the tracked, which counts a run beside it
+        // too: the least any run saw (the last of a round to exit saw itself alone, unless the
+        // runs ended together: GPT-2 on the H200 read 4.65 GiB for 0.65).
         d.context = UINT64_MAX;
         for (const Trial* t : fitting)
             if (auto it = t->context.find(device); it != t->context.end())
                 d.context = std::min(d.context, it->second);
         if (d.context == UINT64_MAX)
             d.context = 0;
+        // Other processes on the device through every run (not fit's own runs: one of them
+        // saw none): the answer is for the card without them, said.
+        d.others = UINT64_MAX;
+        for (const Trial* t : fitting) {
+            auto it = t->others.find(device);
+            d.others = it == t->others.end() ? 0 : std::min(d.others, it->second);
+        }
+        if (d.others == UINT64_MAX)
+            d.others = 0;
         d.capacity = fitting.back()->capacity.at(device);
         d.largest = report::largestFitting(d.model, d.context, d.capacity, &d.largestSegment);
         std::vector<report::FitPoint> tracked;
@@ -566,6 +585,7 @@ void FitCommand::printJson(const std::vector<Trial>& trials, const Prediction& p
     w.key("device"), w.value(p.device);
     w.key("capacity_bytes"), w.value(p.capacity);
     w.key("context_bytes"), w.value(p.context);
+    w.key("other_processes_bytes"), w.value(p.others);
     w.key("model");
     w.beginObject();
     for (const auto& [s, m] : p.model) {
@@ -646,6 +666,10 @@ void FitCommand::printText(const std::vector<Trial>& trials, size_t fitted, cons
             std::cout << "  " << report::enumName(s) << " " << report::formatBytes(b);
         std::cout << "\n";
     }
+    if (m_limit.empty() && p.others > std::max<uint64_t>(1ull << 30, p.capacity / 20))
+        std::cout << "  (other processes held " << report::formatBytes(p.others) << " of device " << p.device
+                  << " through every run: the answer is for the device without them; --device-limit for what is "
+                  << "left beside them)\n";
     // Far beyond the measured sizes, a term the small runs could not show (a cache that
     // grows in steps, a workspace picked by size) can move the answer: said, with the remedy.
     const uint64_t measured = largestMeasured(trials);
