@@ -477,7 +477,7 @@ std::optional<size_t> findArray(std::string_view text, std::string_view key1, st
 }
 
 // Eight bytes of text as a little-endian word (the first byte lowest).
-uint64_t load8(const char* p)
+[[gnu::always_inline]] inline uint64_t load8(const char* p)
 {
     uint64_t w;
     std::memcpy(&w, p, 8);
@@ -487,7 +487,7 @@ uint64_t load8(const char* p)
 // How many of the eight bytes of w, from the first, are ASCII digits (0..8). A byte below '0'
 // borrows and one above '9' carries only into the bytes after it, so the first non-digit is
 // found exactly (what follows it does not matter).
-unsigned digitRun(uint64_t w)
+[[gnu::always_inline]] inline unsigned digitRun(uint64_t w)
 {
     const uint64_t nonDigit = ((w - 0x3030303030303030ull) | (w + 0x4646464646464646ull)) & 0x8080808080808080ull;
     return nonDigit ? unsigned(__builtin_ctzll(nonDigit)) / 8 : 8;
@@ -495,7 +495,7 @@ unsigned digitRun(uint64_t w)
 
 // The value of the first n (1..8) digits of w, most significant first: moved to the top of the
 // word (zeros before them read as leading zeros), then folded pairwise (2, 4, 8 digits).
-uint64_t digitsValue(uint64_t w, unsigned n)
+[[gnu::always_inline]] inline uint64_t digitsValue(uint64_t w, unsigned n)
 {
     w = (w & 0x0F0F0F0F0F0F0F0Full) << (8 * (8 - n));
     w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFull;
@@ -804,8 +804,13 @@ bool readFast(std::string_view text, Report* out)
     rows.rows.rows.reserve((text.size() - *rowsBegin) / 70);
     adviseHugePages(rows.rows.rows.data(), rows.rows.rows.capacity() * sizeof(TimelineRow));
     RowScanner scanner(text.substr(*rowsBegin), &rows);
-    if (!scanner.rows())
-        return false;
+    {
+        // The rows' pages zeroed on another core while this one scans (the reserve is an upper
+        // bound: pages past the last row are zeroed for nothing, a few percent).
+        const Prefault ahead(rows.rows.rows.data(), rows.rows.rows.capacity() * sizeof(TimelineRow));
+        if (!scanner.rows())
+            return false;
+    }
     const size_t rowsEnd = *rowsBegin + scanner.consumed(text.data() + *rowsBegin);
     // The stacks, after the rows in a report as written; left to nlohmann where anything differs.
     std::optional<std::vector<Stack>> stacks;

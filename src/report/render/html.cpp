@@ -130,10 +130,9 @@ void writeDevices(JsonOut& w, const Report& r)
     w.endArray();
 }
 
-void writeFindings(JsonOut& w, const Report& r, const HtmlOptions& o)
+void writeFindings(JsonOut& w, const Report& r, const HtmlOptions& o, const std::vector<LeakFinding>& leaks,
+                   const std::vector<Diagnosis>& found)
 {
-    const std::vector<LeakFinding> leaks = findLeaks(r);
-    const std::vector<Diagnosis> found = r.diagnosis.empty() ? diagnose(r, leaks, o.source) : r.diagnosis;
     w.key("diagnosis");
     w.beginArray();
     for (const Diagnosis& d : found) {
@@ -376,7 +375,10 @@ std::string htmlData(const Report& report, const HtmlOptions& options)
     w.beginObject();
     writeHeadline(w, report, options);
     writeDevices(w, report);
-    writeFindings(w, report, options);
+    // The findings once, for the page's cards and its text view alike.
+    const std::vector<LeakFinding> leaks = findLeaks(report);
+    const std::vector<Diagnosis> found = report.diagnosis.empty() ? diagnose(report, leaks, options.source) : report.diagnosis;
+    writeFindings(w, report, options, leaks, found);
     writeSites(w, report, options);
     writeOverTime(w, report);
     w.key("flame");
@@ -388,6 +390,7 @@ std::string htmlData(const Report& report, const HtmlOptions& options)
     writeSegments(w, report);
     RenderOptions text;
     text.source = options.source;
+    text.diagnosis = &found;
     std::ostringstream rendered;
     renderReport(report, text, rendered);
     field(w, "text", rendered.str());

@@ -294,7 +294,7 @@ void renderDiagnosis(const Report& r, const RenderOptions& o, const Style& s, st
 {
     std::vector<Diagnosis> found = r.diagnosis;
     if (found.empty())
-        found = diagnose(r, findLeaks(r), o.source);
+        found = o.diagnosis ? *o.diagnosis : diagnose(r, findLeaks(r), o.source);
     out << "\n" << s.bold("Diagnosis") << "\n";
     if (found.empty()) {
         out << "  nothing found by the playbook's rules\n";

@@ -25,6 +25,9 @@ struct RenderOptions {
     // The source text of a Python line, for the diagnosis of leaks; empty: not shown.
     SourceLine source;
     bool color = false;
+    // The playbook's findings where the caller has them already (the HTML page, which shows
+    // them too): not computed again. Null: the report's own, else computed here.
+    const std::vector<Diagnosis>* diagnosis = nullptr;
 };
 
 void renderReport(const Report& report, const RenderOptions& options, std::ostream& out);
