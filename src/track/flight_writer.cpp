@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 namespace oomscope::track {
@@ -200,6 +201,14 @@ bool FlightFile::openReserved()
     if (mem == MAP_FAILED)
         return fail("cannot map", errno);
     m_base = static_cast<char*>(mem);
+    // On a tmpfs (a container's /tmp or working folder, /dev/shm) the file is RAM, taken from
+    // the host: said once per process, with the ways to size or drop it.
+    constexpr decltype(statfs::f_type) kTmpfsMagic = 0x01021994;
+    struct statfs fs {};
+    if (!Config::get().quiet && ::fstatfs(m_fd, &fs) == 0 && fs.f_type == kTmpfsMagic)
+        dprintf(2, "oomscope: the flight-recorder file %s (%zu MiB) is on a tmpfs: it is host memory "
+                   "(OOMSCOPE_RING_EVENTS sizes it, OOMSCOPE_FLIGHT=0 turns it off, OOMSCOPE_OUTPUT_DIR moves it)\n",
+                m_path.c_str(), m_bytes >> 20);
     return true;
 }
 

@@ -102,6 +102,29 @@ def test_switched_off_there_is_no_file(build, tmp_path):
     proc.wait(timeout=60)
 
 
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm here")
+def test_a_file_on_a_tmpfs_is_said_to_take_memory(build, tmp_path):
+    # /dev/shm is a tmpfs: the file there is RAM, said once; on the test's own folder not.
+    shm = subprocess.run(["stat", "-f", "-c", "%T", "/dev/shm"], capture_output=True, text=True).stdout.strip()
+    if shm != "tmpfs":
+        pytest.skip(f"/dev/shm is {shm}, not a tmpfs")
+    import tempfile
+    for outdir, said in ((tempfile.mkdtemp(dir="/dev/shm"), True), (str(tmp_path), False)):
+        proc = start(build, ["wait"], outdir)
+        t.wait_for_line(proc, "ready")
+        files = flight_files(outdir)
+        proc.send_signal(signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+        notices = [l for l in err.splitlines() if "is on a tmpfs" in l]
+        assert len(files) == 1
+        assert len(notices) == (1 if said else 0), err
+        if said:
+            assert files[0] in notices[0] and "OOMSCOPE_RING_EVENTS" in notices[0]
+            for f in files:
+                os.unlink(f)
+            os.rmdir(outdir)
+
+
 def test_a_fork_child_leaves_the_parents_file_alone(build, tmp_path):
     proc = start(build, ["fork-wait"], tmp_path)
     t.wait_for_line(proc, "ready")  # the child has exited by now, atexit handlers and all
