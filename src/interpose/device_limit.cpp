@@ -42,8 +42,8 @@ const Limits& limits()
 }
 
 // Per device: the context's bytes (measured once: what the process holds beyond its tracked
-// memory), and whether the limit is in force (a limit
-// above the device's memory is said once and dropped).
+// memory), and whether the limit is in force (a limit above the device's memory is said once
+// and dropped).
 std::atomic<int64_t> g_residue[kDevices];  // the context's bytes, once measured
 std::atomic<uint8_t> g_state[kDevices];    // 0 unmeasured, 1 in force, 2 dropped
 

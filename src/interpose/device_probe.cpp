@@ -51,7 +51,6 @@ std::vector<report::Device> DriverDeviceProbe::probeDevices()
     const auto getCount = driverFn<CUresult (*)(int*)>("cuDeviceGetCount");
     const auto getDevice = driverFn<CUresult (*)(CUdevice*, int)>("cuDeviceGet");
     const auto getName = driverFn<CUresult (*)(char*, int, CUdevice)>("cuDeviceGetName");
-    const auto getUuid = driverFn<CUresult (*)(CUuuid*, CUdevice)>("cuDeviceGetUuid_v2");
     const auto totalMem = driverFn<CUresult (*)(size_t*, CUdevice)>("cuDeviceTotalMem_v2");
     const auto driverVersion = driverFn<CUresult (*)(int*)>("cuDriverGetVersion");
     const auto ctxGetCurrent = driverFn<CUresult (*)(CUcontext*)>("cuCtxGetCurrent");
@@ -87,9 +86,7 @@ std::vector<report::Device> DriverDeviceProbe::probeDevices()
         char name[256] = {};
         if (getName && getName(name, sizeof(name) - 1, dev) == CUDA_SUCCESS)
             d.name = name;
-        CUuuid uuid{};
-        if (getUuid && getUuid(&uuid, dev) == CUDA_SUCCESS)
-            d.uuid = uuidString(uuid);
+        d.uuid = deviceUuid(i);
         size_t total = 0;
         if (totalMem && totalMem(&total, dev) == CUDA_SUCCESS)
             d.totalBytes = total;
