@@ -23,11 +23,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -83,11 +85,16 @@ int main(int argc, char** argv)
     std::printf("allocated\n");
 
     if (std::strcmp(mode, "wait-threads") == 0) {
+        // "ready" once every thread runs its own code: the signal may be taken by any of them.
+        static std::atomic<int> running{0};
         for (int i = 0; i < 3; ++i)
             std::thread([] {
+                running.fetch_add(1);
                 for (;;)
                     pause();
             }).detach();
+        while (running.load() < 3)
+            sched_yield();
         std::printf("ready\n");
         for (;;)
             pause();
