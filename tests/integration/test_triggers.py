@@ -22,7 +22,7 @@ def wait_for_the_signal(proc):
     """Waits for a process sent SIGTERM to end. Under TSan only, a SIGTERM that does not end it
     in 60 s is sent once more: TSan's runtime loses about one in 50 on a loaded machine
     (docs/RELIABILITY.md: strace shows the signal delivered and TSan's deferred-signal pass run,
-    our handler's first instruction never runs). Not under the plain build."""
+    our handler is never entered). Not under the plain build."""
     try:
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
