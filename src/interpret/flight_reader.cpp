@@ -16,6 +16,7 @@ namespace oomscope::interpret {
 namespace {
 
 namespace flight = track::flight;
+namespace slot = track::slot;
 using track::Event;
 using track::LiveAllocation;
 using track::TrackImage;
@@ -82,20 +83,26 @@ bool readHeader(const unsigned char* data, size_t bytes, flight::Header* h, std:
 // The ring: every slot whose sequence word says it holds its event whole, in time order.
 void readRing(const unsigned char* data, const flight::Header& h, TrackImage* image)
 {
+    // The slots claimed so far (producers claim slot::kBlock at a time): each slot's 32-bit state names
+    // its event's index modulo 2^31, the head gives the rest.
+    uint64_t head = 0;
+    std::memcpy(&head, data + flight::kRingHeadOffset, sizeof(head));
     std::vector<std::pair<uint64_t, Event>> slots;
     uint64_t pushedAtLeast = 0;  // the highest slot index seen + 1
     for (uint64_t i = 0; i < h.ringCapacity; ++i) {
-        const unsigned char* slot = data + h.ringOffset + i * flight::kSlotBytes;
-        uint64_t seq;
-        std::memcpy(&seq, slot, sizeof(seq));
-        if (seq == 0 || (seq & 1) != 0)
+        uint64_t words[slot::kWords];
+        std::memcpy(words, data + h.ringOffset + i * flight::kSlotBytes, sizeof(words));
+        const uint32_t state = slot::stateOf(words[0]);
+        if (state == 0 || (state & 1) != 0 || head == 0)
             continue;
-        const uint64_t s = seq / 2 - 1;
-        if ((s & (h.ringCapacity - 1)) != i)
-            continue;  // not this slot's: damage
-        Event e;
-        std::memcpy(&e, slot + 8, sizeof(Event));
-        slots.emplace_back(s, e);
+        const uint64_t low = (state / 2 - 1) & 0x7fffffffu;
+        const uint64_t back = ((head - 1) - low) & 0x7fffffffu;
+        if (back > head - 1)
+            continue;  // an index below zero: damage
+        const uint64_t s = head - 1 - back;
+        if ((s & (h.ringCapacity - 1)) != i || s + h.ringCapacity + slot::kBlock * 1024 < head)
+            continue;  // not this slot's, or from laps the head has long passed: damage
+        slots.emplace_back(s, slot::unpack(words));
         pushedAtLeast = std::max(pushedAtLeast, s + 1);
     }
     std::stable_sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) {
@@ -104,7 +111,7 @@ void readRing(const unsigned char* data, const flight::Header& h, TrackImage* im
     image->events.reserve(slots.size());
     for (const auto& [s, e] : slots)
         image->events.push_back(e);
-    // Slots are claimed 64 at a time per thread: below the ring's capacity no event was
+    // Slots are claimed slot::kBlock at a time per thread: below the ring's capacity no event was
     // overwritten and the missing indices are claimed slots never filled. Past it, the count of
     // claimed slots stands in for the count of events (the per-thread counts are not in the file).
     const bool wrapped = pushedAtLeast > h.ringCapacity;

@@ -1,5 +1,8 @@
 #include "track/config.h"
+
 #include "track/dump_signal.h"
+#include "track/event_slot.h"
+#include "track/flight_writer.h"
 
 #include <cctype>
 #include <cstdlib>
@@ -57,6 +60,18 @@ bool envFlag(const char* name, bool fallback)
 }
 
 
+size_t ringEventsFor(size_t mib)
+{
+    // The header page, the counters' page and the growing regions' first chunks.
+    constexpr size_t kFixed = 2 * 4096 + FlightFile::kRegionCount * FlightFile::kReserveChunk;
+    const size_t budget = mib << 20;
+    const size_t slots = budget > kFixed ? (budget - kFixed) / slot::kBytes : 0;
+    size_t events = 1024;
+    while (events * 2 <= slots && events * 2 <= slot::kMaxCapacity)
+        events *= 2;
+    return events;
+}
+
 const Config& Config::get()
 {
     // Built once and leaked on purpose: no destructor runs at exit under a hook's feet.
@@ -68,7 +83,12 @@ const Config& Config::get()
         }
         c->disabled = envFlag("OOMSCOPE_DISABLE", false);
         uint64_t n = 0;
-        if (parseSize(std::getenv("OOMSCOPE_RING_EVENTS"), &n) && n > 0 && n <= (uint64_t(1) << 30))
+        if (const char* mib = std::getenv("OOMSCOPE_FLIGHT_MIB"); mib && *mib) {
+            const long v = std::strtol(mib, nullptr, 10);
+            c->flightMiB = v < 1 ? 1 : v > 16384 ? 16384 : size_t(v);
+        }
+        c->ringEvents = ringEventsFor(c->flightMiB);
+        if (parseSize(std::getenv("OOMSCOPE_RING_EVENTS"), &n) && n > 0 && n <= (uint64_t(1) << 28))
             c->ringEvents = size_t(n);
         if (const char* d = std::getenv("OOMSCOPE_STACK_DEPTH"); d && *d) {
             const long depth = std::strtol(d, nullptr, 10);

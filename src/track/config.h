@@ -10,7 +10,9 @@ namespace oomscope::track {
 
 struct Config {
     bool disabled = false;          // OOMSCOPE_DISABLE=1: every hook is a pass-through
-    size_t ringEvents = 1 << 20;    // OOMSCOPE_RING_EVENTS
+    size_t flightMiB = 16;          // OOMSCOPE_FLIGHT_MIB: the flight file's disk at the start (the
+                                    // ring's events follow from it; see ringEventsFor)
+    size_t ringEvents = 0;          // OOMSCOPE_RING_EVENTS, else ringEventsFor(flightMiB)
     int stackDepth = 32;            // OOMSCOPE_STACK_DEPTH (0: no stacks)
     bool pythonFrames = true;       // OOMSCOPE_PYTHON_FRAMES=0: native frames only in Python processes
     std::string outputDir;          // OOMSCOPE_OUTPUT_DIR, default: the working directory
@@ -33,6 +35,11 @@ struct Config {
 
     static const Config& get();
 };
+
+// The ring's events for a flight file of `mib` MiB reserved at the start: the largest power of
+// two whose slots fit beside the header, the counters and the first chunk of each growing
+// region (at least 1024).
+size_t ringEventsFor(size_t mib);
 
 // Parses "1048576", "64Ki", "1Mi", "2GiB", "512MB"… into a count; false on garbage.
 bool parseSize(const char* text, uint64_t* out);

@@ -1,18 +1,27 @@
 // The flight-recorder file's layout: what the writer (flight_writer.h, in the traced process)
-// and the reader (src/interpret/flight_reader.h, in `oomscope recover`) agree on. Version 2,
+// and the reader (src/interpret/flight_reader.h, in `oomscope recover`) agree on. Version 3,
 // little-endian, offsets from the start of the file: a 4 KiB header, the ring's slots, the
 // journal, the live-table arena, the VMM table, the counters. Header-only.
+//
+// The file is as long as all regions at their largest, but sparse: only the header, the ring,
+// the counters and the first chunk of each other region have blocks reserved (fallocate) when it
+// is made; the journal, the arena and the VMM table have more reserved as they fill, always
+// before the bytes are written (a full disk then means a region that stops growing, never a
+// SIGBUS). Holes read as zero: a reader needs no other map of what is reserved.
 //
 // Journal records are appended under a mutex from slow paths only (a new stack, a new API, a
 // new code object, a newly mapped file): a record's head word (type, payload bytes) is
 // written last, so a reader stops at the first record that is not whole.
 //
-// Version 2 (this one): events of 56 bytes (the VMM handle has its own column), the counters
-// region (each device's peak). Version 1 files are refused with a line saying so: a flight
-// file only outlives the process that made it until someone recovers it.
+// Version 3 (this one): slots of 48 bytes (event_slot.h: the event packed with its 32-bit
+// state), the ring's count of claimed slots in the header page (kRingHeadOffset), regions
+// reserved as they fill. Version 2 had 64-byte slots (a sequence word and the 56-byte event).
+// Files of other versions are refused with a line saying so: a flight file only outlives the
+// process that made it until someone recovers it.
 #pragma once
 
 #include "track/event.h"
+#include "track/event_slot.h"
 #include "track/image.h"
 
 #include <cstddef>
@@ -21,9 +30,12 @@
 namespace oomscope::track::flight {
 
 inline constexpr char kMagic[8] = {'O', 'O', 'M', 'S', 'F', 'L', 'T', '1'};
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 inline constexpr size_t kHeaderBytes = 4096;
-inline constexpr size_t kSlotBytes = 64;  // RingBuffer::Slot: the seq word, the event
+inline constexpr size_t kSlotBytes = slot::kBytes;  // RingBuffer::Slot: event_slot.h
+// The ring's head (slots claimed so far, a uint64 the producers fetch_add), alone on the header
+// page's last cache line.
+inline constexpr size_t kRingHeadOffset = kHeaderBytes - 64;
 inline constexpr size_t kLiveShards = 64;
 inline constexpr uint64_t kOutside = UINT64_MAX;  // a live table the arena could not hold
 inline constexpr size_t kCounterSlots = 65;       // LiveCounters' peak per device slot
@@ -73,7 +85,7 @@ struct Header {
     char slurmJobId[32];  // SLURM_JOB_ID
 };
 enum JobField : unsigned { kJobRank = 0, kJobLocalRank, kJobWorldSize, kJobLocalWorldSize, kJobGroupRank, kJobCount };
-static_assert(sizeof(Header) <= kHeaderBytes);
+static_assert(sizeof(Header) <= kRingHeadOffset);
 static_assert(offsetof(Header, vmmOffset) == 3792, "tests/fuzz/make_flight_seeds.py writes the header by offsets");
 
 // A live CUDA VMM physical allocation (cuMemCreate until the later of cuMemRelease and its last
@@ -86,6 +98,5 @@ struct VmmEntry {
     LiveAllocation allocation;  // address: the first range mapped to it (0 while unmapped)
 };
 static_assert(sizeof(VmmEntry) == 56);
-static_assert(sizeof(Event) + 8 <= kSlotBytes);
 
 } // namespace oomscope::track::flight

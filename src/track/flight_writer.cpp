@@ -19,6 +19,8 @@
 namespace oomscope::track {
 namespace {
 
+// The regions that grow, at their largest (the file's length: sparse) and reserved a chunk at a
+// time as they fill (FlightFile::reserve).
 constexpr size_t kJournalBytes = size_t(16) << 20;
 constexpr size_t kLiveArenaBytes = size_t(32) << 20;
 // 64 Ki physical allocations (3.5 MiB): PyTorch's expandable segments map 20 MiB pages, so
@@ -152,6 +154,11 @@ FlightFile* FlightFile::createAt(const std::string& path, size_t ringCapacity) n
         f->m_path = path;
         const Layout layout = layoutFor(ringCapacity);
         f->m_bytes = layout.bytes;
+        f->m_regions[kJournal] = {layout.journalOffset, kJournalBytes, 0};
+        f->m_regions[kArena] = {layout.liveOffset, kLiveArenaBytes, 0};
+        f->m_regions[kVmm] = {layout.vmmOffset, kVmmEntries * sizeof(flight::VmmEntry), 0};
+        f->m_fixedBytes = layout.journalOffset;  // the header and the ring
+        f->m_countersOffset = layout.countersOffset;
         if (!f->openReserved()) {
             delete f;
             return nullptr;
@@ -194,9 +201,21 @@ bool FlightFile::openReserved()
         m_fd = -1;
         return false;
     };
-    // Reserved now: a write through the mapping can never find the disk full (SIGBUS).
-    if (const int err = ::fallocate(m_fd, 0, 0, off_t(m_bytes)) != 0 ? errno : 0)
+    // The file at its full length, sparse; blocks reserved now for the header, the ring, the
+    // counters and each growing region's first chunk, the rest as the regions fill: a write
+    // through the mapping can never find the disk full (SIGBUS).
+    if (::ftruncate(m_fd, off_t(m_bytes)) != 0)
+        return fail("cannot size", errno);
+    if (const int err = ::fallocate(m_fd, 0, 0, off_t(m_fixedBytes)) != 0 ? errno : 0)
         return fail("cannot reserve space for", err);
+    if (const int err = ::fallocate(m_fd, 0, off_t(m_countersOffset), off_t(m_bytes - m_countersOffset)) != 0 ? errno : 0)
+        return fail("cannot reserve space for", err);
+    for (Region& r : m_regions) {
+        const size_t first = std::min(kReserveChunk, r.maxBytes);
+        if (const int err = ::fallocate(m_fd, 0, off_t(r.offset), off_t(first)) != 0 ? errno : 0)
+            return fail("cannot reserve space for", err);
+        __atomic_store_n(&r.reserved, first, __ATOMIC_RELEASE);
+    }
     void* mem = ::mmap(nullptr, m_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, m_fd, 0);
     if (mem == MAP_FAILED)
         return fail("cannot map", errno);
@@ -206,9 +225,44 @@ bool FlightFile::openReserved()
     constexpr decltype(statfs::f_type) kTmpfsMagic = 0x01021994;
     struct statfs fs {};
     if (!Config::get().quiet && ::fstatfs(m_fd, &fs) == 0 && fs.f_type == kTmpfsMagic)
-        dprintf(2, "oomscope: the flight-recorder file %s (%zu MiB) is on a tmpfs: it is host memory "
-                   "(OOMSCOPE_RING_EVENTS sizes it, OOMSCOPE_FLIGHT=0 turns it off, OOMSCOPE_OUTPUT_DIR moves it)\n",
-                m_path.c_str(), m_bytes >> 20);
+        dprintf(2, "oomscope: the flight-recorder file %s (%.1f MiB) is on a tmpfs: it is host memory "
+                   "(OOMSCOPE_FLIGHT_MIB sizes it, OOMSCOPE_FLIGHT=0 turns it off, OOMSCOPE_OUTPUT_DIR moves it)\n",
+                m_path.c_str(), double(reservedBytes()) / double(1 << 20));
+    return true;
+}
+
+size_t FlightFile::reservedBytes() const noexcept
+{
+    size_t bytes = m_fixedBytes + (m_bytes - m_countersOffset);
+    for (const Region& r : m_regions)
+        bytes += __atomic_load_n(&r.reserved, __ATOMIC_ACQUIRE);
+    return bytes;
+}
+
+bool FlightFile::reserve(RegionId id, size_t upTo) noexcept
+{
+    Region& r = m_regions[id];
+    if (upTo <= __atomic_load_n(&r.reserved, __ATOMIC_ACQUIRE))
+        return true;
+    if (upTo > r.maxBytes)
+        return false;
+    std::lock_guard<std::mutex> lock(m_reserveMutex);
+    const size_t reserved = r.reserved;
+    if (upTo <= reserved)
+        return true;
+    if (m_fd < 0)
+        return m_private;  // a forked child's private copy: its pages are its own, no file blocks
+    // Doubling, in whole chunks: a region that fills steadily costs log(size) fallocate calls.
+    const size_t want = std::min(r.maxBytes, std::max(roundUp(upTo, kReserveChunk), 2 * reserved));
+    if (::fallocate(m_fd, 0, off_t(r.offset + reserved), off_t(want - reserved)) != 0) {
+        // A nearly full disk: what is needed now, if that still fits.
+        const size_t need = std::min(r.maxBytes, roundUp(upTo, kPage));
+        if (::fallocate(m_fd, 0, off_t(r.offset + reserved), off_t(need - reserved)) != 0)
+            return false;
+        __atomic_store_n(&r.reserved, need, __ATOMIC_RELEASE);
+        return true;
+    }
+    __atomic_store_n(&r.reserved, want, __ATOMIC_RELEASE);
     return true;
 }
 
@@ -231,6 +285,9 @@ void* FlightFile::allocLive(size_t bytes) noexcept
             return nullptr;
     } while (!__atomic_compare_exchange_n(&m_header->liveUsed, &used, used + bytes, true, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
+    // Claimed, then reserved: bytes claimed by a call whose reservation failed stay unused.
+    if (!reserve(kArena, used + bytes))
+        return nullptr;
     return m_base + m_header->liveOffset + used;
 }
 
@@ -255,7 +312,7 @@ bool FlightFile::append(uint32_t type, const void* a, size_t aBytes, const void*
         return false;
     const size_t need = 8 + roundUp(payload, 8);
     const uint64_t used = m_header->journalUsed;
-    if (used + need > m_header->journalBytes) {
+    if (used + need > m_header->journalBytes || !reserve(kJournal, used + need)) {
         __atomic_fetch_add(&m_header->journalFull, 1, __ATOMIC_RELAXED);
         return false;
     }
@@ -363,7 +420,9 @@ void FlightFile::remove() noexcept
 void FlightFile::detachInChild() noexcept
 {
     new (&m_journalMutex) std::mutex();
+    new (&m_reserveMutex) std::mutex();
     m_owner = 0;
+    m_private = true;
     if (m_base && m_fd >= 0) {
         // The same bytes, private from now on: the child's events never reach the parent's file.
         ::mmap(m_base, m_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, m_fd, 0);

@@ -4,15 +4,19 @@
 // its evidence: `oomscope recover FILE` turns the file into a report. The file is removed when
 // the process ends cleanly (and after a signal's report is written).
 //
-// The space is reserved with fallocate when the file is made: a full disk then means no flight
-// file (one notice, memory as before), never a SIGBUS in the middle of a hook. A forked child
-// keeps a private copy of the mapping (copy-on-write) and never touches the parent's file.
+// The space is reserved with fallocate before it is written: the header, the ring and the
+// counters when the file is made (a full disk then means no flight file: one notice, memory as
+// before), the journal, the live arena and the VMM table a chunk at a time as they fill (a full
+// disk then means a region that stops growing: counted as for a full region), never a SIGBUS in
+// the middle of a hook. A forked child keeps a private copy of the mapping (copy-on-write) and
+// never touches the parent's file.
 //
 // The layout is flight_format.h's; the reader is src/interpret/flight_reader.h.
 #pragma once
 
 #include "track/flight_format.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -34,8 +38,22 @@ public:
     static FlightFile* createAt(const std::string& path, size_t ringCapacity) noexcept;
 
     void* ringMemory() const noexcept { return m_base + m_header->ringOffset; }
+    std::atomic<uint64_t>* ringHead() const noexcept
+    {
+        return reinterpret_cast<std::atomic<uint64_t>*>(m_base + flight::kRingHeadOffset);
+    }
     size_t ringCapacity() const noexcept { return m_header->ringCapacity; }
     const std::string& path() const { return m_path; }
+
+    // The regions that grow, and making sure that their first `upTo` bytes are reserved on disk
+    // before they are written: false when the region is at its largest or the disk is full.
+    // Slow paths only (a new table, journal record or VMM slot): takes a mutex, may call
+    // fallocate.
+    enum RegionId : unsigned { kJournal = 0, kArena, kVmm, kRegionCount };
+    bool reserve(RegionId region, size_t upTo) noexcept;
+    // Bytes with blocks reserved now (the file is sparse: its length is the regions' largest).
+    size_t reservedBytes() const noexcept;
+    static constexpr size_t kReserveChunk = size_t(256) << 10;
 
     // The VMM table's region: vmmCapacity() entries, zeroed; vmmFull() counts what did not fit.
     flight::VmmEntry* vmmEntries() const noexcept;
@@ -75,6 +93,15 @@ private:
     pid_t m_owner = 0;
     char* m_base = nullptr;
     size_t m_bytes = 0;
+    struct Region {
+        size_t offset = 0, maxBytes = 0;
+        size_t reserved = 0;  // from offset; atomic loads and stores, grown under m_reserveMutex
+    };
+    Region m_regions[kRegionCount];
+    size_t m_fixedBytes = 0;      // the header and the ring, reserved whole
+    size_t m_countersOffset = 0;  // the counters to the end, reserved whole
+    bool m_private = false;       // a forked child's copy
+    std::mutex m_reserveMutex;
     flight::Header* m_header = nullptr;
     std::string m_path;
     std::mutex m_journalMutex;

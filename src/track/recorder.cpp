@@ -63,7 +63,8 @@ Allocation allocationOf(const LiveAllocation& live, ApiId api)
 
 Recorder::Recorder(FlightFile* flight)
     : m_flight(flight),
-      m_ring(flight ? flight->ringCapacity() : Config::get().ringEvents, flight ? flight->ringMemory() : nullptr),
+      m_ring(flight ? flight->ringCapacity() : Config::get().ringEvents, flight ? flight->ringMemory() : nullptr,
+             flight ? flight->ringHead() : nullptr),
       m_counters(flight ? flight->counters() : nullptr),
       m_episodes(uint64_t(Config::get().oomEpisodeMs) * 1000000ull, Config::get().maxOomReports),
       m_steps(uint64_t(Config::get().sampleMs) * 1000000ull),
@@ -73,7 +74,7 @@ Recorder::Recorder(FlightFile* flight)
     m_stacks.setFlight(flight);
     m_apis.setFlight(flight);
     if (flight)
-        m_vmm.setFlight(flight->vmmEntries(), flight->vmmCapacity(), flight->vmmFull());
+        m_vmm.setFlight(flight->vmmEntries(), flight->vmmCapacity(), flight->vmmFull(), flight);
 }
 
 Recorder::~Recorder() = default;

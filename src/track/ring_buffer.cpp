@@ -25,13 +25,16 @@ thread_local ThreadBlock t_block __attribute__((tls_model("initial-exec")));
 size_t RingBuffer::roundCapacity(size_t capacity)
 {
     size_t cap = 16;
-    while (cap < capacity && cap < (size_t(1) << 40))
+    while (cap < capacity && cap < slot::kMaxCapacity)
         cap <<= 1;
     return cap;
 }
 
-RingBuffer::RingBuffer(size_t capacity, void* memory) : m_id(g_nextRingId.fetch_add(1, std::memory_order_relaxed))
+RingBuffer::RingBuffer(size_t capacity, void* memory, std::atomic<uint64_t>* head)
+    : m_id(g_nextRingId.fetch_add(1, std::memory_order_relaxed))
 {
+    if (head)
+        m_headWord = head;
     const size_t cap = roundCapacity(capacity);
     void* mem = memory;
     if (!mem) {
@@ -40,9 +43,9 @@ RingBuffer::RingBuffer(size_t capacity, void* memory) : m_id(g_nextRingId.fetch_
             return;
         m_ownsSlots = true;
     }
-    // Fresh memory (anonymous, or a new flight file's reserved blocks) is zero: seq 0 never
-    // equals a stable 2*s+2, so unwritten slots read as absent without any initialisation
-    // pass over the whole ring.
+    // Fresh memory (anonymous, or a new flight file's reserved blocks) is zero: state 0 never
+    // equals a stable 2*s+2 (below 2^31 events, where slots are fresh), so unwritten slots read
+    // as absent without any initialisation pass over the whole ring.
     m_slots = static_cast<Slot*>(mem);
     m_capacity = cap;
     m_mask = cap - 1;
@@ -102,7 +105,7 @@ void RingBuffer::push(const Event& event) noexcept
         return;
     for (int attempt = 0; attempt < 2; ++attempt) {
         if (b.next == b.end) {
-            b.next = m_head.fetch_add(kBlock, std::memory_order_relaxed);
+            b.next = m_headWord->fetch_add(kBlock, std::memory_order_relaxed);
             b.end = b.next + kBlock;
         }
         if (write(b.next++, event))
@@ -118,33 +121,33 @@ bool RingBuffer::write(uint64_t s, const Event& event) noexcept
     // Claim the slot: only from a stable (even) state of an older lap. A producer a whole lap
     // behind, or one that finds the slot being written, gives its event up rather than write
     // beside another producer: the reader never sees a payload of two events.
-    uint64_t current = slot.seq.load(std::memory_order_relaxed);
+    uint64_t current = slot.words[0].load(std::memory_order_relaxed);
     do {
-        if ((current & 1) != 0 || current >= 2 * s + 1)
+        if (!slot::claimable(slot::stateOf(current), s))
             return false;
-    } while (!slot.seq.compare_exchange_weak(current, 2 * s + 1, std::memory_order_relaxed));
+    } while (!slot.words[0].compare_exchange_weak(current, slot::writingState(s), std::memory_order_relaxed));
     std::atomic_thread_fence(std::memory_order_release);
-    uint64_t words[kWords];
-    std::memcpy(words, &event, sizeof(Event));
-    for (size_t i = 0; i < kWords; ++i)
+    uint64_t words[slot::kWords];
+    slot::pack(event, words);
+    for (size_t i = 1; i < slot::kWords; ++i)
         slot.words[i].store(words[i], std::memory_order_relaxed);
-    slot.seq.store(2 * s + 2, std::memory_order_release);
+    slot.words[0].store(words[0] | slot::stableState(s), std::memory_order_release);
     return true;
 }
 
 bool RingBuffer::readStable(uint64_t s, Event* out) const noexcept
 {
     const Slot& slot = m_slots[s & m_mask];
-    const uint64_t before = slot.seq.load(std::memory_order_acquire);
-    if (before != 2 * s + 2)
+    uint64_t words[slot::kWords];
+    words[0] = slot.words[0].load(std::memory_order_acquire);
+    if (slot::stateOf(words[0]) != slot::stableState(s))
         return false;  // still being written, or already overwritten by a newer lap
-    uint64_t words[kWords];
-    for (size_t i = 0; i < kWords; ++i)
+    for (size_t i = 1; i < slot::kWords; ++i)
         words[i] = slot.words[i].load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (slot.seq.load(std::memory_order_relaxed) != before)
+    if (slot.words[0].load(std::memory_order_relaxed) != words[0])
         return false;
-    std::memcpy(out, words, sizeof(Event));
+    *out = slot::unpack(words);
     return true;
 }
 

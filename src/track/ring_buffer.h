@@ -10,6 +10,7 @@
 #pragma once
 
 #include "track/event.h"
+#include "track/event_slot.h"
 
 #include <atomic>
 #include <cstddef>
@@ -25,15 +26,18 @@ public:
     // committed page by page as the ring fills. If the mapping fails the ring holds nothing and
     // every push counts as dropped.
     // memory: capacity() slots of kSlotBytes, zeroed, owned by the caller (the flight-recorder
-    // file); nullptr: the ring maps its own. capacity must then be roundCapacity's.
-    explicit RingBuffer(size_t capacity, void* memory = nullptr);
+    // file); nullptr: the ring maps its own. capacity must then be roundCapacity's. head: where
+    // the count of claimed slots lives (the flight file's header, so that a reader of the file
+    // knows it), zero; nullptr: in the ring.
+    explicit RingBuffer(size_t capacity, void* memory = nullptr, std::atomic<uint64_t>* head = nullptr);
+    // A power of two, 16 to slot::kMaxCapacity.
     static size_t roundCapacity(size_t capacity);
-    static constexpr size_t kSlotBytes = 64;
+    static constexpr size_t kSlotBytes = slot::kBytes;
     ~RingBuffer();
     RingBuffer(const RingBuffer&) = delete;
     RingBuffer& operator=(const RingBuffer&) = delete;
 
-    static constexpr uint64_t kBlock = 64;
+    static constexpr uint64_t kBlock = slot::kBlock;
 
     void push(const Event& event) noexcept;
 
@@ -50,7 +54,7 @@ public:
     template <class Fn>
     std::pair<uint64_t, uint64_t> forEachStable(Fn&& fn) const
     {
-        const uint64_t head = m_head.load(std::memory_order_acquire);
+        const uint64_t head = m_headWord->load(std::memory_order_acquire);
         uint64_t recorded = 0;
         if (m_slots) {
             // The head runs ahead of the last event by the unfilled rest of each thread's
@@ -77,15 +81,14 @@ public:
     size_t memoryBytes() const;
 
 private:
-    static constexpr size_t kWords = sizeof(Event) / sizeof(uint64_t);
     // Event s when its slot holds it whole (not being written, not overwritten by a newer lap).
     bool readStable(uint64_t s, Event* out) const noexcept;
-    // One cache line per slot: producers on adjacent slots never share a line. The payload is
-    // kept in relaxed atomics so that the seqlock-style reader is race-free by the letter of
+    // An event packed as event_slot.h says, word 0 (its state) written last. A thread fills
+    // kBlock slots in a row, so producers share a cache line only where their blocks meet. The
+    // words are relaxed atomics so that the seqlock-style reader is race-free by the letter of
     // the memory model (they compile to plain moves on x86-64).
-    struct alignas(64) Slot {
-        std::atomic<uint64_t> seq;  // 2*s+1 while event s is written, 2*s+2 once it is stable
-        std::atomic<uint64_t> words[kWords];
+    struct Slot {
+        std::atomic<uint64_t> words[slot::kWords];
     };
 
     // A producer thread's count of its pushes; one writer, summed by pushed().
@@ -101,6 +104,8 @@ private:
     bool m_ownsSlots = false;
     size_t m_capacity = 0;
     size_t m_mask = 0;
+    // m_head, or the flight file's word; read on every push: kept off m_head's cache line.
+    std::atomic<uint64_t>* m_headWord = &m_head;
     const uint64_t m_id;              // tells a thread's block of this ring from one of an older ring
     std::atomic<Cell*> m_cells{nullptr};
     std::atomic<uint64_t> m_cellCount{1};  // the shared cell too

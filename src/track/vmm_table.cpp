@@ -1,10 +1,13 @@
 #include "track/vmm_table.h"
 
+#include "track/flight_writer.h"
+
 namespace oomscope::track {
 
-void VmmTable::setFlight(flight::VmmEntry* entries, size_t capacity, uint64_t* full) noexcept
+void VmmTable::setFlight(flight::VmmEntry* entries, size_t capacity, uint64_t* full, FlightFile* file) noexcept
 {
     std::lock_guard<std::mutex> lock(m_mutex);
+    m_file = file;
     m_fileEntries = entries;
     m_fileCapacity = entries ? capacity : 0;
     m_fileFull = full;
@@ -18,7 +21,8 @@ void VmmTable::fileFill(Handle& h)
         if (!m_fileFree.empty()) {
             h.fileSlot = int64_t(m_fileFree.back());
             m_fileFree.pop_back();
-        } else if (m_fileNext < m_fileCapacity) {
+        } else if (m_fileNext < m_fileCapacity &&
+                   (!m_file || m_file->reserve(FlightFile::kVmm, (m_fileNext + 1) * sizeof(flight::VmmEntry)))) {
             h.fileSlot = int64_t(m_fileNext++);
         } else {
             if (m_fileFull)

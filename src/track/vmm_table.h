@@ -43,8 +43,9 @@ public:
 
     // From now on the live physical allocations are also kept in place in the flight file's
     // region of `capacity` entries (before the first create), so that a killed process leaves
-    // them; `full` counts those that did not fit.
-    void setFlight(flight::VmmEntry* entries, size_t capacity, uint64_t* full) noexcept;
+    // them; `full` counts those that did not fit. file: the flight file that reserves the
+    // region's blocks as it fills (nullptr: the region is reserved whole).
+    void setFlight(flight::VmmEntry* entries, size_t capacity, uint64_t* full, class FlightFile* file = nullptr) noexcept;
 
     void lockForFork() { m_mutex.lock(); }
     void unlockAfterFork() { m_mutex.unlock(); }
@@ -72,6 +73,7 @@ private:
     size_t m_fileNext = 0;               // slots below it have been used
     std::vector<size_t> m_fileFree;      // emptied slots below m_fileNext
     uint64_t* m_fileFull = nullptr;
+    class FlightFile* m_file = nullptr;
 };
 
 } // namespace oomscope::track

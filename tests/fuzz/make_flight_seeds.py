@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes small flight-recorder files into tests/fuzz/corpus-flight: seeds for the flight fuzz
-target, laid out as src/track/flight_format.h says (version 2; "vmm" with a VMM table and the counters
+target, laid out as src/track/flight_format.h says (version 3; "vmm" with a VMM table and the counters
 region, "small" without either, as a writer may leave them). Run again after a layout change."""
 import os
 import struct
@@ -8,15 +8,17 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus-flight")
 
-RING, JOURNAL, LIVE = 4096, 4096 + 16 * 64, 4096 + 16 * 64 + 512
+SLOT = 48
+RING, JOURNAL, LIVE = 4096, 4096 + 16 * SLOT, 4096 + 16 * SLOT + 512
+RING_HEAD = 4096 - 64  # the count of claimed slots
 LIVE_BYTES = 64 * 40
 SIZE = LIVE + LIVE_BYTES
 
 
-def event(time_ns, address, size, stack, kind, api):
-    # Event: timeNs, address, size, stream, handle (u64), stack, thread (u32), error (i16),
-    # api (u16), device (i8), kind, memKind, flags (u8)
-    return struct.pack("<5Q2IhH b3B", time_ns, address, size, 0, 0, stack, 1234, 0, api, 0, kind, 0, 0)
+def slot(s, time_ns, address, size, stack, kind, api, device=0, thread=1234):
+    # src/track/event_slot.h: the state and small fields, time, address, size, stream, stack|thread
+    word0 = (2 * s + 2) | (api << 32) | (kind << 48) | (device << 56)
+    return struct.pack("<6Q", word0, time_ns, address, size, 0, stack | (thread << 32))
 
 
 def record(kind, payload):
@@ -39,7 +41,7 @@ def build(journal_cut=False, vmm=False):
         journal = journal[:-8]
     header = bytearray(4096)
     header[0:8] = b"OOMSFLT1"
-    struct.pack_into("<6I", header, 8, 2, 4096, 56, 64, 40, 64)
+    struct.pack_into("<6I", header, 8, 3, 4096, 56, SLOT, 40, 64)
     struct.pack_into("<14Q", header, 32, 4321, 1, 10, 20, SIZE, RING, 16, JOURNAL, 512, len(journal), 0,
                      LIVE, LIVE_BYTES, LIVE_BYTES)
     struct.pack_into("<2Q", header, 32 + 14 * 8, LIVE, 64)  # shard 0: the whole arena
@@ -49,8 +51,8 @@ def build(journal_cut=False, vmm=False):
     data[0:4096] = header
     for s, (t, addr, size, kind, api) in enumerate([(100, 0x7000, 4096, 0, 1), (200, 0x8000, 8192, 0, 1),
                                                     (300, 0x8000, 8192, 1, 2)]):
-        struct.pack_into("<Q", data, RING + s * 64, 2 * s + 2)
-        data[RING + s * 64 + 8:RING + s * 64 + 64] = event(t, addr, size, 1, kind, api)
+        data[RING + s * SLOT:RING + (s + 1) * SLOT] = slot(s, t, addr, size, 1, kind, api)
+    struct.pack_into("<Q", data, RING_HEAD, 64)  # one block claimed
     data[JOURNAL:JOURNAL + len(journal)] = journal
     struct.pack_into("<4QIHbB", data, LIVE + 5 * 40, 0x7000, 4096, 100, 0, 1, 1, 0, 0)
     if vmm:

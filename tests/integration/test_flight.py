@@ -94,6 +94,33 @@ def test_a_clean_exit_and_a_reported_signal_remove_the_file(build, tmp_path):
     assert flight_files(signalled) == []  # the report holds what the file did
 
 
+def test_the_file_at_the_defaults_is_sparse_and_within_its_budget(build, tmp_path):
+    # OOMSCOPE_FLIGHT_MIB's default (16): 256 Ki events of 48 bytes, the header, the counters and
+    # the first chunks of the regions that grow; the file's length is theirs at their largest.
+    proc = start(build, ["wait"], tmp_path)
+    t.wait_for_line(proc, "ready")
+    [path] = flight_files(tmp_path)
+    st = os.stat(path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert 12 << 20 <= st.st_blocks * 512 <= 16 << 20, st.st_blocks
+    assert st.st_size > 60 << 20
+    rep = recovered(build, tmp_path)
+    assert rep["capture"]["ring_bytes"] == 262144 * 48
+    check_alloc_modes_memory(rep)
+    # A budget of its own: 2 MiB holds 16 Ki events (beside the 0.76 MiB of the rest).
+    small = tmp_path / "small"
+    small.mkdir()
+    proc = start(build, ["wait"], small, OOMSCOPE_FLIGHT_MIB="2")
+    t.wait_for_line(proc, "ready")
+    [path] = flight_files(small)
+    blocks = os.stat(path).st_blocks * 512
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert blocks <= 2 << 20
+    assert recovered(build, small)["capture"]["ring_bytes"] == 16384 * 48
+
+
 def test_switched_off_there_is_no_file(build, tmp_path):
     proc = start(build, ["wait"], tmp_path, OOMSCOPE_FLIGHT="0")
     t.wait_for_line(proc, "ready")
@@ -119,7 +146,7 @@ def test_a_file_on_a_tmpfs_is_said_to_take_memory(build, tmp_path):
         assert len(files) == 1
         assert len(notices) == (1 if said else 0), err
         if said:
-            assert files[0] in notices[0] and "OOMSCOPE_RING_EVENTS" in notices[0]
+            assert files[0] in notices[0] and "OOMSCOPE_FLIGHT_MIB" in notices[0]
             for f in files:
                 os.unlink(f)
             os.rmdir(outdir)
@@ -134,6 +161,25 @@ def test_a_fork_child_leaves_the_parents_file_alone(build, tmp_path):
     rep = recovered(build, tmp_path)
     assert rep["process"]["pid"] == proc.pid
     check_alloc_modes_memory(rep)
+
+
+def test_a_wrapped_ring_after_sigkill_gives_its_newest_events_and_every_live_allocation(build, tmp_path):
+    # 16 threads push about 6 rings' worth of events (OOMSCOPE_FLIGHT_MIB=2: 16 Ki events): the
+    # file keeps the newest 16 Ki but for the unfilled rest of each thread's last block of 256.
+    run = subprocess.run([build.program("stress"), "16", "3000", "kill"], cwd=str(tmp_path), capture_output=True,
+                         text=True, timeout=300,
+                         env=build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(tmp_path),
+                                       OOMSCOPE_FLIGHT_MIB="2", FAKECUDA_UNBACKED="1", FAKECUDA_CAPACITY="64GiB"))
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    words = run.stdout.split()
+    facts = dict(zip(words[0::2], (int(w) for w in words[1::2])))
+    rep = recovered(build, tmp_path)
+    kept = sum(kinds(rep).values())
+    assert 16384 - 16 * 256 <= kept <= 16384, kept
+    assert rep["capture"]["events_pushed"] >= facts["allocated"] + facts["freed"]
+    assert rep["capture"]["events_dropped"] == rep["capture"]["events_pushed"] - kept
+    assert rep["capture"]["live_allocations"] == facts["left"]
+    assert t.memory_row(rep, 0)["tracked_bytes"] == facts["bytes"]
 
 
 def test_many_threads_then_sigkill_every_event_and_live_allocation_recovered(build, tmp_path):

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace oomscope;
@@ -158,13 +159,13 @@ TEST_CASE("a file of another version, or not a flight file at all, is refused wi
     {
         FILE* f = std::fopen(path.c_str(), "r+b");
         REQUIRE(f);
-        const uint32_t version = 1;
+        const uint32_t version = 2;  // the 64-byte slots of before
         std::fseek(f, 8, SEEK_SET);
         std::fwrite(&version, sizeof(version), 1, f);
         std::fclose(f);
     }
     CHECK_FALSE(interpret::readFlightFile(path, &image, &error));
-    CHECK(error.find("flight-recorder file version 1 (this oomscope reads 2)") != std::string::npos);
+    CHECK(error.find("flight-recorder file version 2 (this oomscope reads 3)") != std::string::npos);
     flight->remove();
     CHECK_FALSE(interpret::readFlightFile(path, &image, &error));
     CHECK(error.find("cannot open") == 0);
@@ -215,4 +216,45 @@ TEST_CASE("the flight file keeps the job around the process, and its absence", "
     }
     for (const char* name : names)
         unsetenv(name);
+}
+
+TEST_CASE("the file is sparse: its regions have blocks reserved as they fill", "[flight]")
+{
+    const std::string path = tempPath("sparse");
+    FlightFile* flight = FlightFile::createAt(path, 1024);
+    REQUIRE(flight);
+    const auto blocks = [&] {
+        struct stat st {};
+        REQUIRE(::stat(path.c_str(), &st) == 0);
+        return std::pair<uint64_t, uint64_t>(uint64_t(st.st_blocks) * 512, uint64_t(st.st_size));
+    };
+    const auto [startBlocks, length] = blocks();
+    // The header, 1024 slots of 48 bytes, the counters and three first chunks; the length is
+    // the regions at their largest (16 MiB journal, 32 MiB arena, 3.5 MiB VMM table).
+    CHECK(flight->reservedBytes() == 4096 + 1024 * 48 + 4096 + 3 * FlightFile::kReserveChunk);
+    CHECK(startBlocks >= flight->reservedBytes());
+    CHECK(startBlocks < flight->reservedBytes() + 64 * 1024);  // what the filesystem adds
+    CHECK(length > (51u << 20));
+    {
+        Recorder recorder(flight);
+        recorder.registerApi("cudaMalloc");
+        // 4096 stacks of 64 frames: 2.1 MiB of journal, past its first chunk.
+        std::vector<uint64_t> frames(64);
+        for (uint64_t i = 0; i < 4096; ++i) {
+            for (size_t f = 0; f < frames.size(); ++f)
+                frames[f] = 0x401000 + i * 64 + f;
+            recorder.recordAlloc(allocation(0x7000000 + i * 0x1000, 4096,
+                                            const_cast<StackTable&>(recorder.stacks()).intern(frames.data(), 64)));
+        }
+        CHECK(flight->reservedBytes() > 4096 + 1024 * 48 + 4096 + 3 * FlightFile::kReserveChunk + (2u << 20));
+        CHECK(blocks().first >= flight->reservedBytes());
+        CHECK(blocks().second == length);  // never longer: the regions grow inside it
+        checkAgrees(recorder, path);
+        CHECK(readBack(path).stacks.size() == 4096);
+        CHECK(readBack(path).live.size() == 4096);
+        // Past a region's largest nothing is reserved, and nothing else changes.
+        CHECK_FALSE(flight->reserve(FlightFile::kVmm, (64u << 10) * sizeof(flight::VmmEntry) + 1));
+        CHECK(flight->reserve(FlightFile::kVmm, 4096));
+    }
+    flight->remove();
 }
