@@ -65,7 +65,8 @@ def scenario_torch_killed(ctx, expandable=False):
     check(not t.reports_in(out), f"reports written by a killed process: {t.reports_in(out)}")
     flights = glob.glob(os.path.join(out, "*.flight"))
     check(len(flights) == 1, f"flight files {flights}")
-    size = os.path.getsize(flights[0])
+    st = os.stat(flights[0])
+    size, reserved = st.st_size, st.st_blocks * 512  # sparse: its length, and the disk it holds
     started = time.monotonic()
     rec = subprocess.run([ctx.oomscope, "recover", flights[0]], capture_output=True, text=True, timeout=300)
     took = time.monotonic() - started
@@ -85,7 +86,7 @@ def scenario_torch_killed(ctx, expandable=False):
     check(not missing, f"the recovered report says memory is missing: {missing}")
     rendered = subprocess.run([ctx.oomscope, "report", rec.stdout.strip()], capture_output=True, text=True)
     check(rendered.returncode == 0, f"oomscope report on it: {rendered.stderr}")
-    return (f"killed at step {facts['step']}; flight file {size / MiB:.0f} MiB; recovered in {took:.2f} s: live "
+    return (f"killed at step {facts['step']}; flight file {reserved / MiB:.1f} MiB on disk ({size / MiB:.1f} MiB long, sparse); recovered in {took:.2f} s: live "
             f"{row['tracked_bytes'] / MiB:.1f} MiB in {cap['live_allocations']} allocations: torch "
             f"{row['by_source'].get('torch', 0) / MiB:.1f} MiB == memory_reserved() {facts['reserved'] / MiB:.1f} MiB, "
             f"others {others / MiB:.1f} MiB; {cap['events_recorded']} events, {cap['events_dropped']} dropped; "
