@@ -349,6 +349,52 @@ bool readFlightImage(const unsigned char* data, size_t bytes, TrackImage* image,
     return true;
 }
 
+namespace {
+
+bool readFully(int fd, unsigned char* out, size_t offset, size_t length, std::string* error)
+{
+    while (length > 0) {
+        const ssize_t n = ::pread(fd, out + offset, length, off_t(offset));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            *error = n < 0 ? std::string("cannot read: ") + std::strerror(errno) : "cannot read: the file shrank";
+            return false;
+        }
+        offset += size_t(n);
+        length -= size_t(n);
+    }
+    return true;
+}
+
+bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* error)
+{
+    const size_t head = std::min(bytes, flight::kHeaderBytes);
+    if (!readFully(fd, out, 0, head, error))
+        return false;
+    if (head < sizeof(flight::kMagic) || std::memcmp(out, flight::kMagic, sizeof(flight::kMagic)) != 0)
+        return true;  // readFlight says what it is not
+    size_t at = head;
+    while (at < bytes) {
+        const off_t data = ::lseek(fd, off_t(at), SEEK_DATA);
+        if (data < 0 && errno == ENXIO)
+            break;  // holes to the end
+        if (data < 0)  // no SEEK_DATA here: all of it
+            return readFully(fd, out, at, bytes - at, error);
+        if (size_t(data) >= bytes)
+            break;
+        off_t hole = ::lseek(fd, data, SEEK_HOLE);
+        if (hole < 0 || size_t(hole) > bytes)
+            hole = off_t(bytes);
+        if (!readFully(fd, out, size_t(data), size_t(hole) - size_t(data), error))
+            return false;
+        at = size_t(hole);
+    }
+    return true;
+}
+
+} // namespace
+
 bool readFlightFile(const std::string& path, TrackImage* image, std::string* error)
 {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -363,10 +409,21 @@ bool readFlightFile(const std::string& path, TrackImage* image, std::string* err
         return false;
     }
     const size_t bytes = size_t(st.st_size);
-    void* mem = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
+    void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) {
+        ::close(fd);
         *error = "cannot map " + path + ": " + std::strerror(errno);
+        return false;
+    }
+    // Read, not mapped: the file is sparse, and on a tmpfs a page fault on a hole allocates a
+    // page (host memory) or, when the tmpfs is full, raises SIGBUS; read() gives holes as
+    // zeros without either. Only the file's data extents are read into the zeroed buffer,
+    // the header's magic first (a large file that is not a flight file is not read whole).
+    const bool copied = copyDataExtents(fd, static_cast<unsigned char*>(mem), bytes, error);
+    ::close(fd);
+    if (!copied) {
+        ::munmap(mem, bytes);
+        *error = path + ": " + *error;
         return false;
     }
     Extra extra;

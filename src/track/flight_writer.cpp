@@ -250,8 +250,11 @@ bool FlightFile::reserve(RegionId id, size_t upTo) noexcept
     const size_t reserved = r.reserved;
     if (upTo <= reserved)
         return true;
+    // A forked child's private copy (no descriptor) grows nothing: its first write to a hole
+    // would fault the file's page in first, which on a full tmpfs is a SIGBUS. Its own tables
+    // stay in memory (the child's reports are made from memory).
     if (m_fd < 0)
-        return m_private;  // a forked child's private copy: its pages are its own, no file blocks
+        return false;
     // Doubling, in whole chunks: a region that fills steadily costs log(size) fallocate calls.
     const size_t want = std::min(r.maxBytes, std::max(roundUp(upTo, kReserveChunk), 2 * reserved));
     if (::fallocate(m_fd, 0, off_t(r.offset + reserved), off_t(want - reserved)) != 0) {
@@ -422,7 +425,6 @@ void FlightFile::detachInChild() noexcept
     new (&m_journalMutex) std::mutex();
     new (&m_reserveMutex) std::mutex();
     m_owner = 0;
-    m_private = true;
     if (m_base && m_fd >= 0) {
         // The same bytes, private from now on: the child's events never reach the parent's file.
         ::mmap(m_base, m_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, m_fd, 0);

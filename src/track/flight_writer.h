@@ -100,7 +100,6 @@ private:
     Region m_regions[kRegionCount];
     size_t m_fixedBytes = 0;      // the header and the ring, reserved whole
     size_t m_countersOffset = 0;  // the counters to the end, reserved whole
-    bool m_private = false;       // a forked child's copy
     std::mutex m_reserveMutex;
     flight::Header* m_header = nullptr;
     std::string m_path;

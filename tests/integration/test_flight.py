@@ -121,6 +121,27 @@ def test_the_file_at_the_defaults_is_sparse_and_within_its_budget(build, tmp_pat
     assert recovered(build, small)["capture"]["ring_bytes"] == 16384 * 48
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_on_a_full_tmpfs_the_file_stops_growing_and_nothing_faults(build, tmp_path):
+    # A tmpfs just larger than the file's start (12.8 MiB with a 256 Ki ring): growing the
+    # journal and the arena must fail softly (a SIGBUS would kill the test binary), and the
+    # reader (read(), not a mapping: a fault on a hole of a full tmpfs is a SIGBUS too) must
+    # read what is there. The case itself is unit_tests' hidden "[fullfs]".
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=13500k", "tmpfs", str(small)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        run = subprocess.run([os.path.join(build.dir, "bin", "unit_tests"), "[fullfs]"], capture_output=True,
+                             text=True, timeout=300, env=build.env(OOMSCOPE_TEST_FULL_DIR=str(small)))
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+        assert "1 test case" in run.stdout or "All tests passed" in run.stdout, run.stdout[-2000:]
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
+
+
 def test_switched_off_there_is_no_file(build, tmp_path):
     proc = start(build, ["wait"], tmp_path, OOMSCOPE_FLIGHT="0")
     t.wait_for_line(proc, "ready")

@@ -258,3 +258,38 @@ TEST_CASE("the file is sparse: its regions have blocks reserved as they fill", "
     }
     flight->remove();
 }
+
+// Run by tests/integration/test_flight.py on a tmpfs it mounts just large enough for the file's
+// start (OOMSCOPE_TEST_FULL_DIR): the journal and the live arena then cannot grow. Hidden: it
+// needs that folder.
+TEST_CASE("on a full filesystem the regions stop growing: no SIGBUS, the reader says what is missing", "[.][fullfs]")
+{
+    const char* dir = std::getenv("OOMSCOPE_TEST_FULL_DIR");
+    REQUIRE(dir);
+    const std::string path = std::string(dir) + "/full.flight";
+    FlightFile* flight = FlightFile::createAt(path, size_t(1) << 18);
+    REQUIRE(flight);
+    const size_t atStart = flight->reservedBytes();
+    constexpr uint64_t kStacks = 20000;  // 5 MiB of journal: far past what is left
+    {
+        Recorder recorder(flight);
+        recorder.registerApi("cudaMalloc");
+        std::vector<uint64_t> frames(32);
+        for (uint64_t i = 0; i < kStacks; ++i) {
+            for (size_t f = 0; f < frames.size(); ++f)
+                frames[f] = 0x401000 + i * 32 + f;
+            recorder.recordAlloc(allocation(0x10000000 + i * 0x1000, 4096,
+                                            const_cast<StackTable&>(recorder.stacks()).intern(frames.data(), 32)));
+        }
+        CHECK(flight->reservedBytes() < atStart + (2u << 20));  // it stopped growing
+        const TrackImage inMemory = recorder.snapshot();
+        CHECK(inMemory.live.size() == kStacks);  // the recorder itself lost nothing
+        CHECK(inMemory.stacks.size() == kStacks);
+        const TrackImage fromFile = readBack(path);
+        CHECK(fromFile.events.size() == kStacks);  // the ring was reserved whole
+        CHECK(fromFile.stacks.size() < kStacks);
+        CHECK(std::any_of(fromFile.notes.begin(), fromFile.notes.end(),
+                          [](const std::string& n) { return n.find("journal was full") != std::string::npos; }));
+    }
+    flight->remove();
+}
