@@ -5,6 +5,7 @@
 #include "track/flight_writer.h"
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <csignal>
 #include <cstring>
@@ -60,6 +61,18 @@ bool envFlag(const char* name, bool fallback)
 }
 
 
+size_t flightMiBFrom(const char* text, size_t fallback)
+{
+    if (!text || !*text)
+        return fallback;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || text[0] == '-')
+        return fallback;  // garbage: the default, not a budget of 0 or 1 MiB
+    return v < 1 ? 1 : v > 16384 ? 16384 : size_t(v);
+}
+
 size_t ringEventsFor(size_t mib)
 {
     // The header page, the counters' page and the growing regions' first chunks.
@@ -83,10 +96,7 @@ const Config& Config::get()
         }
         c->disabled = envFlag("OOMSCOPE_DISABLE", false);
         uint64_t n = 0;
-        if (const char* mib = std::getenv("OOMSCOPE_FLIGHT_MIB"); mib && *mib) {
-            const long v = std::strtol(mib, nullptr, 10);
-            c->flightMiB = v < 1 ? 1 : v > 16384 ? 16384 : size_t(v);
-        }
+        c->flightMiB = flightMiBFrom(std::getenv("OOMSCOPE_FLIGHT_MIB"), c->flightMiB);
         c->ringEvents = ringEventsFor(c->flightMiB);
         if (parseSize(std::getenv("OOMSCOPE_RING_EVENTS"), &n) && n > 0 && n <= (uint64_t(1) << 28))
             c->ringEvents = size_t(n);

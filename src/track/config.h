@@ -40,6 +40,8 @@ struct Config {
 // two whose slots fit beside the header, the counters and the first chunk of each growing
 // region (at least 1024).
 size_t ringEventsFor(size_t mib);
+// OOMSCOPE_FLIGHT_MIB's value: whole MiB, 1 to 16384 (clamped); fallback when unset or not a number.
+size_t flightMiBFrom(const char* text, size_t fallback);
 
 // Parses "1048576", "64Ki", "1Mi", "2GiB", "512MB"… into a count; false on garbage.
 bool parseSize(const char* text, uint64_t* out);
