@@ -47,6 +47,18 @@ DriverDeviceProbe& DriverDeviceProbe::instance()
 
 std::vector<report::Device> DriverDeviceProbe::probeDevices()
 {
+    return probe(true);
+}
+
+std::vector<report::Device> DriverDeviceProbe::probeDeviceFacts()
+{
+    return probe(false);
+}
+
+// Every device's facts; with `dynamic`, also what changes as the process runs: its context,
+// the free memory, the process's own use.
+std::vector<report::Device> DriverDeviceProbe::probe(bool dynamic)
+{
     std::vector<report::Device> devices;
     const auto getCount = driverFn<CUresult (*)(int*)>("cuDeviceGetCount");
     const auto getDevice = driverFn<CUresult (*)(CUdevice*, int)>("cuDeviceGet");
@@ -95,6 +107,12 @@ std::vector<report::Device> DriverDeviceProbe::probeDevices()
         if (haveRuntime)
             d.runtimeVersion = runtime;
 
+        if (const uint64_t limit = deviceLimitOf(i))
+            d.limitBytes = limit;
+        if (!dynamic) {
+            devices.push_back(std::move(d));
+            continue;
+        }
         size_t freeBytes = 0, totalBytes = 0;
         unsigned flags = 0;
         int active = 0;
@@ -119,8 +137,6 @@ std::vector<report::Device> DriverDeviceProbe::probeDevices()
                 primaryRelease(dev);
             }
         }
-        if (const uint64_t limit = deviceLimitOf(i))
-            d.limitBytes = limit;
         if (d.context == true && d.freeBytes)
             d.processBytes = processDeviceBytes(d.uuid);
         devices.push_back(std::move(d));

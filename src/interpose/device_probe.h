@@ -1,7 +1,7 @@
 // Device facts at a trigger, asked of the driver already loaded in the process (libcuda.so.1
 // opened with RTLD_NOLOAD: we never load or initialise CUDA ourselves). Free memory is read
 // only where a context already exists, so a report never creates a context on an idle GPU.
-// Dump time only; any thread.
+// Dump time, and once after the first allocation (probeDeviceFacts: no context or memory query); any thread.
 #pragma once
 
 #include "track/recorder.h"
@@ -14,6 +14,10 @@ public:
     std::vector<report::Device> probeDevices() override;
     std::string errorName(ApiId api, int error) override;
     std::vector<report::Pool> probePools(const std::vector<uint64_t>& explicitPools) override;
+    std::vector<report::Device> probeDeviceFacts() override;
+
+private:
+    std::vector<report::Device> probe(bool dynamic);
 };
 
 // The device's UUID as nvidia-smi prints it (GPU-…), empty where the driver cannot say.

@@ -1,6 +1,7 @@
 #include "interpret/flight_reader.h"
 
 #include "track/flight_format.h"
+#include "track/peak_compose.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <map>
+#include <unordered_set>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +39,18 @@ bool inside(size_t bytes, uint64_t offset, uint64_t length)
 
 bool powerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
 uint64_t roundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+// A running process's file is read twice (readFlightFile with `live`): what changed between the
+// two reads was being written and is left out. `second` is null for a file no one writes.
+struct Copies {
+    const unsigned char* first;
+    const unsigned char* second;
+    bool same(uint64_t offset, size_t length) const
+    {
+        return !second || std::memcmp(first + offset, second + offset, length) == 0;
+    }
+    const unsigned char* latest() const { return second ? second : first; }
+};
 
 struct FileMapping {
     uint64_t start, end, offset;
@@ -74,6 +88,12 @@ bool readHeader(const unsigned char* data, size_t bytes, flight::Header* h, std:
         *error = "flight-recorder file is truncated or damaged (regions outside the file)";
         return false;
     }
+    if (h->factsOffset != 0 &&
+        (!inside(bytes, h->factsOffset, flight::kFactsBytes) || h->stepCapacity > (uint64_t(1) << 20) ||
+         !inside(bytes, h->stepsOffset, h->stepCapacity * flight::kStepRecordBytes))) {
+        *error = "flight-recorder file is truncated or damaged (regions outside the file)";
+        return false;
+    }
     h->hostname[sizeof(h->hostname) - 1] = '\0';
     h->cwd[sizeof(h->cwd) - 1] = '\0';
     h->cmdline[sizeof(h->cmdline) - 1] = '\0';
@@ -81,8 +101,10 @@ bool readHeader(const unsigned char* data, size_t bytes, flight::Header* h, std:
 }
 
 // The ring: every slot whose sequence word says it holds its event whole, in time order.
-void readRing(const unsigned char* data, const flight::Header& h, TrackImage* image)
+void readRing(const Copies& c, const flight::Header& h, TrackImage* image)
 {
+    const unsigned char* data = c.first;
+    uint64_t changed = 0;
     // The slots claimed so far (producers claim slot::kBlock at a time): each slot's 32-bit state names
     // its event's index modulo 2^31, the head gives the rest.
     uint64_t head = 0;
@@ -95,6 +117,10 @@ void readRing(const unsigned char* data, const flight::Header& h, TrackImage* im
         const uint32_t state = slot::stateOf(words[0]);
         if (state == 0 || (state & 1) != 0 || head == 0)
             continue;
+        if (!c.same(h.ringOffset + i * flight::kSlotBytes, sizeof(words))) {
+            ++changed;
+            continue;
+        }
         const uint64_t low = (state / 2 - 1) & 0x7fffffffu;
         const uint64_t back = ((head - 1) - low) & 0x7fffffffu;
         if (back > head - 1)
@@ -121,12 +147,26 @@ void readRing(const unsigned char* data, const flight::Header& h, TrackImage* im
     image->ringBytes = h.ringCapacity * flight::kSlotBytes;
     if (wrapped)
         image->notes.push_back("the ring had wrapped: events pushed and dropped are counted by claimed slots");
+    if (changed > 0)
+        image->notes.push_back(std::to_string(changed) + " ring slots were rewritten while the file was read: left out");
 }
 
 // The live map's published tables, then the VMM table's live slots, then the peaks.
-bool readLive(const unsigned char* data, size_t bytes, const flight::Header& h, TrackImage* image, std::string* error)
+bool readLive(const Copies& c, size_t bytes, const flight::Header& h, TrackImage* image, std::string* error)
 {
+    const unsigned char* data = c.first;
     size_t inMemoryOnly = 0;
+    uint64_t changed = 0;
+    std::unordered_set<uint64_t> seen;  // an entry being moved inside its table shows twice
+    const auto take = [&](const LiveAllocation& a, uint64_t offset, size_t length) {
+        if (!c.same(offset, length)) {
+            ++changed;
+            return;
+        }
+        if (c.second && !seen.insert(a.address).second)
+            return;
+        image->live.push_back(a);
+    };
     for (const flight::ShardEntry& shard : h.shards) {
         if (shard.offset == 0)
             continue;
@@ -143,9 +183,10 @@ bool readLive(const unsigned char* data, size_t bytes, const flight::Header& h, 
         }
         for (uint64_t i = 0; i < shard.capacity; ++i) {
             LiveAllocation a;
-            std::memcpy(&a, data + shard.offset + i * sizeof(LiveAllocation), sizeof(a));
+            const uint64_t at = shard.offset + i * sizeof(LiveAllocation);
+            std::memcpy(&a, data + at, sizeof(a));
             if (a.address != 0)
-                image->live.push_back(a);
+                take(a, at, sizeof(a));
         }
     }
     if (inMemoryOnly > 0)
@@ -153,10 +194,17 @@ bool readLive(const unsigned char* data, size_t bytes, const flight::Header& h, 
                                " live-map tables outgrew the file's arena: their allocations are missing");
     for (uint64_t i = 0; h.vmmOffset != 0 && i < h.vmmCapacity; ++i) {
         flight::VmmEntry e;
-        std::memcpy(&e, data + h.vmmOffset + i * sizeof(e), sizeof(e));
-        if (e.state == flight::kVmmLive && e.allocation.size != 0)
-            image->live.push_back(e.allocation);
+        const uint64_t at = h.vmmOffset + i * sizeof(e);
+        std::memcpy(&e, data + at, sizeof(e));
+        if (e.state == flight::kVmmLive && e.allocation.size != 0) {
+            if (!c.same(at, sizeof(e)))
+                ++changed;
+            else
+                image->live.push_back(e.allocation);
+        }
     }
+    if (changed > 0)
+        image->notes.push_back(std::to_string(changed) + " live entries changed while the file was read: left out");
     if (h.vmmFull > 0)
         image->notes.push_back(std::to_string(h.vmmFull) + " VMM allocations did not fit the file's table: they are missing");
     return true;
@@ -187,6 +235,116 @@ void readCounters(const unsigned char* data, const flight::Header& h, TrackImage
     for (auto& [device, d] : byDevice) {
         d.peakDeviceBytes = std::max(d.peakDeviceBytes, d.tracked());
         image->counters.push_back(d);
+    }
+}
+
+// A record under its sequence word (flight_format.h): whole (even, not zero) and, in a running
+// process's file, the same in both reads.
+template <class Record>
+bool readSeqRecord(const Copies& c, uint64_t offset, Record* out)
+{
+    std::memcpy(out, c.first + offset, sizeof(Record));
+    return out->seq != 0 && (out->seq & 1) == 0 && c.same(offset, sizeof(Record));
+}
+
+report::StepSite siteOf(const flight::SiteWord& w)
+{
+    return report::StepSite{w.stack, w.device, w.bytes};
+}
+
+// The framework's name, the devices' facts, the peaks' compositions, the step samples.
+void readFacts(const Copies& c, const flight::Header& h, TrackImage* image)
+{
+    if (h.factsOffset == 0)
+        return;
+    flight::FactsHeader facts;
+    std::memcpy(&facts, c.first + h.factsOffset, sizeof(facts));
+    flight::NameRecord name;
+    if (readSeqRecord(c, h.factsOffset + offsetof(flight::FactsHeader, framework), &name))
+        image->framework.assign(name.text, strnlen(name.text, sizeof(name.text)));
+    for (uint64_t i = 0; i < std::min<uint64_t>(facts.devicesKnown, flight::kFactDevices); ++i) {
+        flight::DeviceFacts r;
+        if (!readSeqRecord(c, h.factsOffset + flight::kFactsDevicesAt + i * sizeof(r), &r))
+            continue;
+        report::Device d;
+        d.index = r.index;
+        d.name.assign(r.name, strnlen(r.name, sizeof(r.name)));
+        d.uuid.assign(r.uuid, strnlen(r.uuid, sizeof(r.uuid)));
+        if (r.present & 1)
+            d.totalBytes = r.totalBytes;
+        if (r.present & 2)
+            d.driverVersion = r.driverVersion;
+        if (r.present & 4)
+            d.runtimeVersion = r.runtimeVersion;
+        if (r.present & 8)
+            d.limitBytes = r.limitBytes;
+        image->devices.push_back(std::move(d));
+    }
+    for (uint64_t dev = 0; dev < flight::kFactDevices; ++dev) {
+        flight::PeakRecord r;
+        if (!readSeqRecord(c, h.factsOffset + flight::kFactsPeaksAt + dev * sizeof(r), &r) || r.device != int64_t(dev) ||
+            r.bytes == 0)
+            continue;
+        track::PeakSites p;
+        p.device = int(r.device);
+        p.bytes = r.bytes;
+        p.timeNs = r.timeNs;
+        p.otherBytes = r.otherBytes;
+        for (uint64_t i = 0; i < std::min<uint64_t>(r.count, std::size(r.stacks)); ++i)
+            p.stacks.emplace_back(r.stacks[i].stack, r.stacks[i].bytes);
+        image->peaks.push_back(std::move(p));
+    }
+    const uint64_t head = facts.stepHead;
+    const uint64_t capacity = h.stepCapacity;
+    for (uint64_t index = head > capacity ? head - capacity + 1 : 1; head != 0 && index <= head; ++index) {
+        flight::StepRecord r;
+        const uint64_t at = h.stepsOffset + ((index - 1) % capacity) * flight::kStepRecordBytes;
+        if (!readSeqRecord(c, at, &r) || r.index != index || r.epoch != facts.stepEpoch)
+            continue;
+        report::Step step;
+        step.index = r.index;
+        step.timeNs = r.timeNs;
+        step.source = r.source == uint32_t(report::StepSource::Sample) ? report::StepSource::Sample : report::StepSource::Step;
+        for (uint16_t i = 0; i < std::min<uint16_t>(r.devices, flight::kStepDevices); ++i) {
+            const flight::StepDeviceWord& w = r.device[i];
+            report::StepDevice d;
+            d.device = w.device;
+            d.trackedBytes = w.trackedBytes;
+            const auto opt = [&](unsigned bit, uint64_t v) { return (w.present >> bit) & 1 ? std::optional<uint64_t>(v) : std::nullopt; };
+            d.allocatedBytes = opt(0, w.allocatedBytes);
+            d.reservedBytes = opt(1, w.reservedBytes);
+            d.inactiveSplitBytes = opt(2, w.inactiveSplitBytes);
+            d.peakAllocatedBytes = opt(3, w.peakAllocatedBytes);
+            if ((w.present >> 4) & 1)
+                d.expandableSegments = ((w.present >> 5) & 1) != 0;
+            d.segmentCount = opt(6, w.segmentCount);
+            d.largestFreeBlockBytes = opt(7, w.largestFreeBlockBytes);
+            step.devices.push_back(d);
+        }
+        for (uint16_t i = 0; i < std::min<uint16_t>(r.sites, flight::kStepSites); ++i)
+            step.sites.push_back(siteOf(r.site[i]));
+        for (uint16_t i = 0; i < std::min<uint16_t>(r.tensors, flight::kStepSites); ++i)
+            step.tensors.push_back(siteOf(r.tensor[i]));
+        image->steps.push_back(std::move(step));
+    }
+}
+
+// Each device whose peak grew since its last composition and still holds it: composed from the
+// live entries now, as a running process's snapshot does.
+void composeHeldPeaks(TrackImage* image)
+{
+    for (const track::DeviceCounters& d : image->counters) {
+        auto kept = std::find_if(image->peaks.begin(), image->peaks.end(), [&](const auto& p) { return p.device == d.device; });
+        if (d.tracked() == 0 || (kept != image->peaks.end() && d.peakDeviceBytes <= kept->bytes))
+            continue;
+        track::PeakSites now = track::composePeak(d.device, image->live, nullptr);
+        if (now.bytes == 0 || (kept != image->peaks.end() && now.bytes < kept->bytes))
+            continue;
+        now.timeNs = image->timeNs;
+        if (kept != image->peaks.end())
+            *kept = std::move(now);
+        else
+            image->peaks.push_back(std::move(now));
     }
 }
 
@@ -246,8 +404,12 @@ void readRecord(uint32_t type, const unsigned char* p, uint64_t payload, TrackIm
 }
 
 // The journal, up to its first record that is not whole.
-void readJournal(const unsigned char* data, const flight::Header& h, TrackImage* image, Extra* extra)
+void readJournal(const unsigned char* data, flight::Header h, TrackImage* image, Extra* extra)
 {
+    // The later read's journal: every stack an entry or event of the first read names was
+    // journaled before it was used.
+    std::memcpy(&h.journalUsed, data + offsetof(flight::Header, journalUsed), sizeof(h.journalUsed));
+    std::memcpy(&h.journalFull, data + offsetof(flight::Header, journalFull), sizeof(h.journalFull));
     const uint64_t used = std::min(h.journalUsed, h.journalBytes);
     uint64_t at = 0;
     while (at + 8 <= used) {
@@ -324,17 +486,19 @@ std::vector<track::LoadedModule> modulesOf(const std::vector<FileMapping>& mappi
     return out;
 }
 
-bool readFlight(const unsigned char* data, size_t bytes, TrackImage* image, Extra* extra, std::string* error)
+bool readFlight(const Copies& c, size_t bytes, TrackImage* image, Extra* extra, std::string* error)
 {
     flight::Header h;
-    if (!readHeader(data, bytes, &h, error))
+    if (!readHeader(c.first, bytes, &h, error))
         return false;
-    readRing(data, h, image);
-    if (!readLive(data, bytes, h, image, error))
+    readRing(c, h, image);
+    if (!readLive(c, bytes, h, image, error))
         return false;
-    readCounters(data, h, image);
-    readJournal(data, h, image, extra);
+    readCounters(c.first, h, image);
+    readJournal(c.latest(), h, image, extra);
+    readFacts(c, h, image);
     readProcess(h, image);
+    composeHeldPeaks(image);
     return true;
 }
 
@@ -343,7 +507,7 @@ bool readFlight(const unsigned char* data, size_t bytes, TrackImage* image, Extr
 bool readFlightImage(const unsigned char* data, size_t bytes, TrackImage* image, std::string* error)
 {
     Extra extra;
-    if (!readFlight(data, bytes, image, &extra, error))
+    if (!readFlight(Copies{data, nullptr}, bytes, image, &extra, error))
         return false;
     image->modules = modulesOf(extra.mappings, false);
     return true;
@@ -395,7 +559,31 @@ bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* erro
 
 } // namespace
 
-bool readFlightFile(const std::string& path, TrackImage* image, std::string* error)
+namespace {
+
+// The file's bytes in anonymous memory (zeroed, so holes read as zero), or nullptr.
+unsigned char* readCopy(int fd, size_t bytes, const std::string& path, std::string* error)
+{
+    void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) {
+        *error = "cannot map " + path + ": " + std::strerror(errno);
+        return nullptr;
+    }
+    // Read, not mapped: the file is sparse, and on a tmpfs a page fault on a hole allocates a
+    // page (host memory) or, when the tmpfs is full, raises SIGBUS; read() gives holes as
+    // zeros without either. Only the file's data extents are read into the zeroed buffer,
+    // the header's magic first (a large file that is not a flight file is not read whole).
+    if (!copyDataExtents(fd, static_cast<unsigned char*>(mem), bytes, error)) {
+        ::munmap(mem, bytes);
+        *error = path + ": " + *error;
+        return nullptr;
+    }
+    return static_cast<unsigned char*>(mem);
+}
+
+} // namespace
+
+bool readFlightFile(const std::string& path, TrackImage* image, std::string* error, bool live)
 {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -409,31 +597,20 @@ bool readFlightFile(const std::string& path, TrackImage* image, std::string* err
         return false;
     }
     const size_t bytes = size_t(st.st_size);
-    void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED) {
-        ::close(fd);
-        *error = "cannot map " + path + ": " + std::strerror(errno);
-        return false;
-    }
-    // Read, not mapped: the file is sparse, and on a tmpfs a page fault on a hole allocates a
-    // page (host memory) or, when the tmpfs is full, raises SIGBUS; read() gives holes as
-    // zeros without either. Only the file's data extents are read into the zeroed buffer,
-    // the header's magic first (a large file that is not a flight file is not read whole).
-    const bool copied = copyDataExtents(fd, static_cast<unsigned char*>(mem), bytes, error);
+    unsigned char* first = readCopy(fd, bytes, path, error);
+    unsigned char* second = first && live ? readCopy(fd, bytes, path, error) : nullptr;
     ::close(fd);
-    if (!copied) {
-        ::munmap(mem, bytes);
-        *error = path + ": " + *error;
-        return false;
-    }
+    bool ok = first && (second || !live);
     Extra extra;
     std::string why;
-    const bool ok = readFlight(static_cast<const unsigned char*>(mem), bytes, image, &extra, &why);
-    ::munmap(mem, bytes);
-    if (!ok) {
+    if (ok && !(ok = readFlight(Copies{first, second}, bytes, image, &extra, &why)))
         *error = path + ": " + why;
-        return false;
+    for (unsigned char* copy : {first, second}) {
+        if (copy)
+            ::munmap(copy, bytes);
     }
+    if (!ok)
+        return false;
     image->modules = modulesOf(extra.mappings, true);
     return true;
 }

@@ -17,7 +17,9 @@ namespace oomscope::interpret {
 bool readFlightImage(const unsigned char* data, size_t bytes, track::TrackImage* image, std::string* error);
 
 // The file at path, with its modules (the files the process had mapped, as they are on disk
-// now: the same machine, or one with the same files).
-bool readFlightFile(const std::string& path, track::TrackImage* image, std::string* error);
+// now: the same machine, or one with the same files). live: the file of a running process,
+// read twice; a slot, entry or record that differs between the reads was being written and is
+// left out (counted in the image's notes). The process is neither stopped nor slowed.
+bool readFlightFile(const std::string& path, track::TrackImage* image, std::string* error, bool live = false);
 
 } // namespace oomscope::interpret

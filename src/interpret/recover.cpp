@@ -24,7 +24,9 @@ bool recoverReport(const std::string& flightPath, report::Report* out, std::stri
                       "flight-recorder file";
     TriggerFacts facts;
     facts.capture.backends.push_back("flight-recorder");
-    facts.capture.notes.push_back("recovered from " + flightPath + ": no device facts, no framework view, no steps");
+    facts.devices = image.devices;
+    facts.capture.notes.push_back("recovered from " + flightPath +
+                                  ": no free memory or framework counters at the end (the driver was not asked)");
     *out = buildReport(image, trigger, std::move(facts));
     return true;
 }

@@ -75,8 +75,8 @@ size_t flightMiBFrom(const char* text, size_t fallback)
 
 size_t ringEventsFor(size_t mib)
 {
-    // The header page, the counters' page and the growing regions' first chunks.
-    constexpr size_t kFixed = 2 * 4096 + FlightFile::kRegionCount * FlightFile::kReserveChunk;
+    // The header page, the counters' page, the facts and the growing regions' first chunks.
+    constexpr size_t kFixed = 2 * 4096 + flight::kFactsBytes + FlightFile::kRegionCount * FlightFile::kReserveChunk;
     const size_t budget = mib << 20;
     const size_t slots = budget > kFixed ? (budget - kFixed) / slot::kBytes : 0;
     size_t events = 1024;

@@ -51,9 +51,9 @@ FlightFile* FlightFile::active() noexcept
 namespace {
 
 // Where each region starts: a 4 KiB header, the ring, the journal, the live arena, the VMM
-// table, the counters; and the file's size.
+// table, the step samples, the counters, the facts; and the file's size.
 struct Layout {
-    size_t ringOffset, journalOffset, liveOffset, vmmOffset, countersOffset, bytes;
+    size_t ringOffset, journalOffset, liveOffset, vmmOffset, stepsOffset, countersOffset, factsOffset, bytes;
 };
 
 Layout layoutFor(size_t ringCapacity)
@@ -63,8 +63,10 @@ Layout layoutFor(size_t ringCapacity)
     l.journalOffset = roundUp(l.ringOffset + ringCapacity * flight::kSlotBytes, kPage);
     l.liveOffset = l.journalOffset + kJournalBytes;
     l.vmmOffset = l.liveOffset + kLiveArenaBytes;
-    l.countersOffset = roundUp(l.vmmOffset + kVmmEntries * sizeof(flight::VmmEntry), kPage);
-    l.bytes = roundUp(l.countersOffset + flight::kCounterSlots * sizeof(int64_t), kPage);
+    l.stepsOffset = roundUp(l.vmmOffset + kVmmEntries * sizeof(flight::VmmEntry), kPage);
+    l.countersOffset = l.stepsOffset + flight::kStepSlots * flight::kStepRecordBytes;
+    l.factsOffset = roundUp(l.countersOffset + flight::kCounterSlots * sizeof(int64_t), kPage);
+    l.bytes = l.factsOffset + flight::kFactsBytes;
     return l;
 }
 
@@ -90,6 +92,9 @@ void writeHeader(flight::Header* h, const Layout& l, size_t ringCapacity, const 
     h->vmmOffset = l.vmmOffset;
     h->vmmCapacity = kVmmEntries;
     h->countersOffset = l.countersOffset;
+    h->factsOffset = l.factsOffset;
+    h->stepsOffset = l.stepsOffset;
+    h->stepCapacity = flight::kStepSlots;
     const std::optional<int64_t>* job[flight::kJobCount] = {&process.rank, &process.localRank, &process.worldSize,
                                                            &process.localWorldSize, &process.groupRank};
     for (unsigned i = 0; i < flight::kJobCount; ++i) {
@@ -157,6 +162,7 @@ FlightFile* FlightFile::createAt(const std::string& path, size_t ringCapacity) n
         f->m_regions[kJournal] = {layout.journalOffset, kJournalBytes, 0};
         f->m_regions[kArena] = {layout.liveOffset, kLiveArenaBytes, 0};
         f->m_regions[kVmm] = {layout.vmmOffset, kVmmEntries * sizeof(flight::VmmEntry), 0};
+        f->m_regions[kSteps] = {layout.stepsOffset, flight::kStepSlots * flight::kStepRecordBytes, 0};
         f->m_fixedBytes = layout.journalOffset;  // the header and the ring
         f->m_countersOffset = layout.countersOffset;
         if (!f->openReserved()) {
@@ -413,6 +419,149 @@ void FlightFile::recordMappingsLocked(uint64_t pc)
         m_unknownPages.insert(pc >> 12);
 }
 
+flight::FactsHeader* FlightFile::facts() const noexcept
+{
+    return reinterpret_cast<flight::FactsHeader*>(m_base + m_header->factsOffset);
+}
+
+namespace {
+
+// A record under its sequence word: odd while written, even once whole (flight_format.h).
+template <class Record>
+void writeRecord(Record* at, const Record& value) noexcept
+{
+    const uint64_t seq = __atomic_load_n(&at->seq, __ATOMIC_RELAXED);
+    const uint64_t odd = (seq | 1) + ((seq & 1) ? 2 : 0);  // a record left odd (a fork) stays behind
+    __atomic_store_n(&at->seq, odd, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    std::memcpy(reinterpret_cast<char*>(at) + sizeof(uint64_t), reinterpret_cast<const char*>(&value) + sizeof(uint64_t),
+                sizeof(Record) - sizeof(uint64_t));
+    __atomic_store_n(&at->seq, odd + 1, __ATOMIC_RELEASE);
+}
+
+flight::SiteWord siteWord(uint32_t stack, int64_t device, uint64_t bytes)
+{
+    return flight::SiteWord{stack, int32_t(device), bytes};
+}
+
+} // namespace
+
+void FlightFile::framework(const std::string& name) noexcept
+{
+    std::lock_guard<std::mutex> lock(m_factsMutex);
+    flight::NameRecord value{};
+    copyText(value.text, sizeof(value.text), name);
+    writeRecord(&facts()->framework, value);
+}
+
+void FlightFile::devices(const std::vector<report::Device>& devices) noexcept
+{
+    std::lock_guard<std::mutex> lock(m_factsMutex);
+    auto* records = reinterpret_cast<flight::DeviceFacts*>(m_base + m_header->factsOffset + flight::kFactsDevicesAt);
+    size_t n = 0;
+    for (const report::Device& d : devices) {
+        if (n == flight::kFactDevices)
+            break;
+        flight::DeviceFacts r{};
+        r.index = d.index;
+        r.present = (d.totalBytes ? 1u : 0u) | (d.driverVersion ? 2u : 0u) | (d.runtimeVersion ? 4u : 0u) |
+                    (d.limitBytes ? 8u : 0u);
+        r.totalBytes = d.totalBytes.value_or(0);
+        r.driverVersion = d.driverVersion.value_or(0);
+        r.runtimeVersion = d.runtimeVersion.value_or(0);
+        r.limitBytes = d.limitBytes.value_or(0);
+        copyText(r.name, sizeof(r.name), d.name);
+        copyText(r.uuid, sizeof(r.uuid), d.uuid);
+        writeRecord(&records[n++], r);
+    }
+    __atomic_store_n(&facts()->devicesKnown, uint64_t(n), __ATOMIC_RELEASE);
+}
+
+void FlightFile::peak(const PeakSites& peak) noexcept
+{
+    if (peak.device < 0 || size_t(peak.device) >= flight::kFactDevices)
+        return;
+    std::lock_guard<std::mutex> lock(m_factsMutex);
+    auto* records = reinterpret_cast<flight::PeakRecord*>(m_base + m_header->factsOffset + flight::kFactsPeaksAt);
+    flight::PeakRecord r{};
+    r.device = peak.device;
+    r.bytes = peak.bytes;
+    r.timeNs = peak.timeNs;
+    r.otherBytes = peak.otherBytes;
+    r.count = std::min(peak.stacks.size(), std::size(r.stacks));
+    for (size_t i = 0; i < r.count; ++i)
+        r.stacks[i] = siteWord(peak.stacks[i].first, peak.device, peak.stacks[i].second);
+    writeRecord(&records[peak.device], r);
+}
+
+void FlightFile::clearPeaks() noexcept
+{
+    std::lock_guard<std::mutex> lock(m_factsMutex);
+    auto* records = reinterpret_cast<flight::PeakRecord*>(m_base + m_header->factsOffset + flight::kFactsPeaksAt);
+    for (size_t d = 0; d < flight::kFactDevices; ++d) {
+        if (__atomic_load_n(&records[d].seq, __ATOMIC_RELAXED) == 0)
+            continue;  // never written: a page never touched
+        flight::PeakRecord none{};
+        none.device = -1;
+        writeRecord(&records[d], none);
+    }
+}
+
+void FlightFile::step(const report::Step& step) noexcept
+{
+    if (step.index == 0)
+        return;
+    std::lock_guard<std::mutex> lock(m_factsMutex);
+    const size_t slot = size_t((step.index - 1) % flight::kStepSlots);
+    if (!reserve(kSteps, (slot + 1) * flight::kStepRecordBytes))
+        return;
+    auto* records = reinterpret_cast<flight::StepRecord*>(m_base + m_header->stepsOffset);
+    static_assert(flight::kStepRecordBytes % alignof(flight::StepRecord) == 0);
+    auto* at = reinterpret_cast<flight::StepRecord*>(reinterpret_cast<char*>(records) + slot * flight::kStepRecordBytes);
+    flight::StepRecord r{};
+    r.epoch = facts()->stepEpoch;
+    r.index = step.index;
+    r.timeNs = step.timeNs;
+    r.source = uint32_t(step.source);
+    for (const report::StepDevice& d : step.devices) {
+        if (r.devices == flight::kStepDevices)
+            break;
+        flight::StepDeviceWord& w = r.device[r.devices++];
+        w.device = d.device;
+        w.trackedBytes = d.trackedBytes;
+        w.present = (d.allocatedBytes ? 1u : 0u) | (d.reservedBytes ? 2u : 0u) | (d.inactiveSplitBytes ? 4u : 0u) |
+                    (d.peakAllocatedBytes ? 8u : 0u) | (d.expandableSegments ? 16u : 0u) |
+                    (d.expandableSegments.value_or(false) ? 32u : 0u) | (d.segmentCount ? 64u : 0u) |
+                    (d.largestFreeBlockBytes ? 128u : 0u);
+        w.allocatedBytes = d.allocatedBytes.value_or(0);
+        w.reservedBytes = d.reservedBytes.value_or(0);
+        w.inactiveSplitBytes = d.inactiveSplitBytes.value_or(0);
+        w.peakAllocatedBytes = d.peakAllocatedBytes.value_or(0);
+        w.segmentCount = d.segmentCount.value_or(0);
+        w.largestFreeBlockBytes = d.largestFreeBlockBytes.value_or(0);
+    }
+    for (const report::StepSite& s : step.sites) {
+        if (r.sites == flight::kStepSites)
+            break;
+        r.site[r.sites++] = siteWord(s.stack, s.device, s.bytes);
+    }
+    for (const report::StepSite& s : step.tensors) {
+        if (r.tensors == flight::kStepSites)
+            break;
+        r.tensor[r.tensors++] = siteWord(s.stack, s.device, s.bytes);
+    }
+    writeRecord(at, r);
+    __atomic_store_n(&facts()->stepHead, step.index, __ATOMIC_RELEASE);
+}
+
+void FlightFile::dropSteps() noexcept
+{
+    std::lock_guard<std::mutex> lock(m_factsMutex);
+    flight::FactsHeader* f = facts();
+    __atomic_store_n(&f->stepHead, uint64_t(0), __ATOMIC_RELEASE);
+    __atomic_fetch_add(&f->stepEpoch, 1, __ATOMIC_RELEASE);
+}
+
 void FlightFile::remove() noexcept
 {
     if (m_owner != 0 && getpid() == m_owner && !m_path.empty())
@@ -424,6 +573,7 @@ void FlightFile::detachInChild() noexcept
 {
     new (&m_journalMutex) std::mutex();
     new (&m_reserveMutex) std::mutex();
+    new (&m_factsMutex) std::mutex();
     m_owner = 0;
     if (m_base && m_fd >= 0) {
         // The same bytes, private from now on: the child's events never reach the parent's file.

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "track/flight_format.h"
+#include "report/model.h"
 
 #include <atomic>
 #include <cstddef>
@@ -49,7 +50,7 @@ public:
     // before they are written: false when the region is at its largest or the disk is full.
     // Slow paths only (a new table, journal record or VMM slot): takes a mutex, may call
     // fallocate.
-    enum RegionId : unsigned { kJournal = 0, kArena, kVmm, kRegionCount };
+    enum RegionId : unsigned { kJournal = 0, kArena, kVmm, kSteps, kRegionCount };
     bool reserve(RegionId region, size_t upTo) noexcept;
     // Bytes with blocks reserved now (the file is sparse: its length is the regions' largest).
     size_t reservedBytes() const noexcept;
@@ -66,6 +67,16 @@ public:
     void* allocLive(size_t bytes) noexcept;
     // Shard `shard` now uses `table` (from allocLive, or nullptr: a table in memory only).
     void publishShard(size_t shard, const void* table, size_t capacity) noexcept;
+
+    // The facts (flight_format.h, version 4), each record under its sequence word: slow paths
+    // only (the first allocation, a framework attaching, a peak's composition, a step sample).
+    // Never throw.
+    void framework(const std::string& name) noexcept;
+    void devices(const std::vector<report::Device>& devices) noexcept;
+    void peak(const PeakSites& peak) noexcept;  // device -1 … : none kept (a peak reset) for peak.device
+    void clearPeaks() noexcept;
+    void step(const report::Step& step) noexcept;
+    void dropSteps() noexcept;  // the samples so far are gone (StepSampler: the first step event)
 
     // Journal: slow paths only. Never throw.
     void apiName(uint16_t id, const char* name) noexcept;
@@ -99,7 +110,9 @@ private:
     };
     Region m_regions[kRegionCount];
     size_t m_fixedBytes = 0;      // the header and the ring, reserved whole
-    size_t m_countersOffset = 0;  // the counters to the end, reserved whole
+    size_t m_countersOffset = 0;  // the counters and the facts, to the end, reserved whole
+    std::mutex m_factsMutex;
+    flight::FactsHeader* facts() const noexcept;
     std::mutex m_reserveMutex;
     flight::Header* m_header = nullptr;
     std::string m_path;

@@ -98,6 +98,9 @@ struct TrackImage {
     // builder then adds up `live`, and the peak is at least what is live.
     std::vector<DeviceCounters> counters;
     std::vector<PeakSites> peaks;  // per device that held memory; empty where none was kept
+    // The devices' facts the producer kept (a flight file: names, totals, versions; no free
+    // memory); empty where the trigger asks the driver itself.
+    std::vector<report::Device> devices;
 
     // Names. apiNames[id] is the name of ApiId id ("unknown" for 0 and gaps).
     std::vector<std::string> apiNames;

@@ -5,37 +5,13 @@
 #include "track/recorder.h"
 
 #include "track/fast_clock.h"
+#include "track/flight_writer.h"
 
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
 namespace oomscope::track {
-
-PeakSites composePeak(int device, const std::vector<LiveAllocation>& live, const LiveAllocation* ending)
-{
-    PeakSites p;
-    p.device = device;
-    std::unordered_map<uint32_t, uint64_t> byStack;
-    const auto add = [&](const LiveAllocation& a) {
-        if (a.device != device || a.memKind != MemKind::Device)
-            return;
-        p.bytes += a.size;
-        byStack[a.stack] += a.size;
-    };
-    for (const LiveAllocation& a : live)
-        add(a);
-    if (ending)
-        add(*ending);
-    p.stacks.assign(byStack.begin(), byStack.end());
-    const auto larger = [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; };
-    const size_t kept = std::min(p.stacks.size(), PeakSites::kStacks);
-    std::partial_sort(p.stacks.begin(), p.stacks.begin() + ptrdiff_t(kept), p.stacks.end(), larger);
-    for (size_t i = kept; i < p.stacks.size(); ++i)
-        p.otherBytes += p.stacks[i].second;
-    p.stacks.resize(kept);
-    return p;
-}
 
 // Cold: once per local maximum of a device's memory that is 1 % (at least 4 MiB) above the
 // last composition, each a copy of the live tables.
@@ -54,6 +30,8 @@ __attribute__((noinline, cold)) void Recorder::takePeakSites(const LiveAllocatio
         p.timeNs = eventNs();
         if (m_peakSites.size() <= size_t(device))
             m_peakSites.resize(size_t(device) + 1);
+        if (m_flight)
+            m_flight->peak(p);
         m_peakSites[size_t(device)] = std::move(p);
     } catch (...) {
     }
@@ -67,6 +45,8 @@ void Recorder::resetPeakWindow() noexcept
         m_peakNext[d].store(0, std::memory_order_relaxed);
     }
     m_peakSites.clear();
+    if (m_flight)
+        m_flight->clearPeaks();
 }
 
 } // namespace oomscope::track

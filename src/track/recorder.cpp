@@ -73,6 +73,7 @@ Recorder::Recorder(FlightFile* flight)
     m_live.setFlight(flight);
     m_stacks.setFlight(flight);
     m_apis.setFlight(flight);
+    m_steps.setFlight(flight);
     if (flight)
         m_vmm.setFlight(flight->vmmEntries(), flight->vmmCapacity(), flight->vmmFull(), flight);
 }
@@ -189,6 +190,31 @@ void Recorder::recordAlloc(const Allocation& alloc) noexcept
     e.timeNs = now;
     push(e);
     maybeSample(now);
+    if (__builtin_expect(!m_devicesNoted.load(std::memory_order_relaxed), 0))
+        noteDevices();
+}
+
+// Cold, once: the devices' names and totals into the flight file, asked of the driver after the
+// process's first allocation returned (a context exists; nothing created here), so that a
+// report read back from the file names its cards.
+__attribute__((noinline, cold)) void Recorder::noteDevices() noexcept
+{
+    if (m_devicesNoted.exchange(true, std::memory_order_acq_rel) || !m_flight)
+        return;
+    DeviceProbe* probe = m_probe.load(std::memory_order_acquire);
+    if (!probe)
+        return;
+    try {
+        m_flight->devices(probe->probeDeviceFacts());
+    } catch (...) {
+    }
+}
+
+void Recorder::attachFramework(const std::string& name, bool reportsOom)
+{
+    m_episodes.attachFramework(name, reportsOom);
+    if (m_flight)
+        m_flight->framework(name);
 }
 
 bool Recorder::recordFree(ApiId api, uint64_t address, uint64_t stream) noexcept

@@ -17,6 +17,7 @@
 #include "track/live_counters.h"
 #include "track/live_map.h"
 #include "track/oom_episodes.h"
+#include "track/peak_compose.h"
 #include "track/ring_buffer.h"
 #include "track/spin_lock.h"
 #include "track/stack_table.h"
@@ -43,6 +44,9 @@ public:
     virtual std::string errorName(ApiId api, int error) = 0;
     // Stream-ordered pools of the devices that have a context, and the explicit pools seen.
     virtual std::vector<report::Pool> probePools(const std::vector<uint64_t>& explicitPools) = 0;
+    // What does not change while the process runs (name, UUID, total, versions, the rehearsed
+    // card's limit), for the flight file: asked once, after the first allocation.
+    virtual std::vector<report::Device> probeDeviceFacts() { return {}; }
 };
 
 // What a capture backend adds to a report's capture section: its name in `backends`, its
@@ -114,7 +118,7 @@ public:
     void notePool(uint64_t pool) noexcept;
 
     // ---- Framework adapters (the PyTorch adapter).
-    void attachFramework(const std::string& name, bool reportsOom) { m_episodes.attachFramework(name, reportsOom); }
+    void attachFramework(const std::string& name, bool reportsOom);
     // Whether the next OOM episode gets a report of its own (OOMSCOPE_MAX_OOM_REPORTS).
     bool oomReportWanted() const noexcept { return m_episodes.reportLeft(); }
     // The framework raised an out-of-memory error (with or without a failing CUDA call): its
@@ -186,6 +190,8 @@ private:
         return m_counters.windowPeak(device) >= m_peakNext[device].load(std::memory_order_relaxed);
     }
     void takePeakSites(const LiveAllocation& ending) noexcept;
+    void noteDevices() noexcept;
+    std::atomic<bool> m_devicesNoted{false};
 
     class FlightFile* const m_flight;
     RingBuffer m_ring;
@@ -214,9 +220,5 @@ private:
     mutable SpinLock m_peakLock;
     std::vector<PeakSites> m_peakSites;
 };
-
-// The composition of device's memory in `live` (plus `ending`, an entry just taken out of it):
-// bytes by stack, the largest PeakSites::kStacks kept.
-PeakSites composePeak(int device, const std::vector<LiveAllocation>& live, const LiveAllocation* ending);
 
 } // namespace oomscope::track

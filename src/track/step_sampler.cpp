@@ -1,5 +1,7 @@
 #include "track/step_sampler.h"
 
+#include "track/flight_writer.h"
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -14,11 +16,15 @@ uint64_t StepSampler::addStep(report::Step step)
         // loading) give way.
         m_steps.clear();
         m_index = 0;
+        if (m_flight)
+            m_flight->dropSteps();
     }
     step.index = ++m_index;
     if (m_steps.size() == m_max)
         m_steps.pop_front();
     m_steps.push_back(std::move(step));
+    if (m_flight)
+        m_flight->step(m_steps.back());
     return m_index;
 }
 
@@ -45,6 +51,8 @@ void StepSampler::addPeriodic(report::Step sample)
     if (m_steps.size() == m_max)
         m_steps.pop_front();
     m_steps.push_back(std::move(sample));
+    if (m_flight)
+        m_flight->step(m_steps.back());
 }
 
 std::vector<report::Step> StepSampler::steps() const

@@ -35,6 +35,8 @@ public:
     // A periodic sample; dropped when a step event came while it was taken.
     void addPeriodic(report::Step sample);
     std::vector<report::Step> steps() const;
+    // The flight file that keeps a copy of the samples (the last flight::kStepSlots), or none.
+    void setFlight(class FlightFile* flight) noexcept { m_flight = flight; }
 
     // The sample itself: each device's live bytes (with the framework's counters where given),
     // the largest live sites by stack, and the framework's tensors by Python stack
@@ -48,6 +50,7 @@ private:
     const size_t m_max;
     mutable std::mutex m_mutex;
     std::deque<report::Step> m_steps;
+    class FlightFile* m_flight = nullptr;
     uint64_t m_index = 0;
     std::atomic<bool> m_sawStep{false};
     std::atomic<uint64_t> m_lastPeriodicNs{0};

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes small flight-recorder files into tests/fuzz/corpus-flight: seeds for the flight fuzz
-target, laid out as src/track/flight_format.h says (version 3; "vmm" with a VMM table and the counters
-region, "small" without either, as a writer may leave them). Run again after a layout change."""
+target, laid out as src/track/flight_format.h says (version 4; "vmm" with a VMM table and the counters
+region, "small" without either, as a writer may leave them; "facts" with the facts region: framework,
+device, peak and two step samples). Run again after a layout change."""
 import os
 import struct
 
@@ -31,8 +32,23 @@ COUNTERS = SIZE + VMM_ENTRIES * 56
 VMM_SIZE = COUNTERS + 65 * 8
 
 
-def build(journal_cut=False, vmm=False):
-    data = bytearray(VMM_SIZE if vmm else SIZE)
+FACTS = VMM_SIZE + (-VMM_SIZE % 4096)
+FACTS_BYTES = 90112                     # flight::kFactsBytes
+PEAKS = FACTS + 4096 + 64 * 256         # kFactsPeaksAt
+STEPS, STEP_BYTES = FACTS + FACTS_BYTES, 2048
+FACTS_SIZE = STEPS + 2 * STEP_BYTES
+
+
+def step_record(index, time_ns, tracked):
+    out = bytearray(STEP_BYTES)
+    struct.pack_into("<4QIHHH", out, 0, 2, 0, index, time_ns, 0, 1, 1, 0)
+    struct.pack_into("<qQ7Q", out, 48, 0, 1 | 2, tracked, tracked, tracked + 4096, 0, 0, 0, 0)
+    struct.pack_into("<IiQ", out, 48 + 8 * 72, 1, 0, tracked)
+    return bytes(out)
+
+
+def build(journal_cut=False, vmm=False, facts=False):
+    data = bytearray(FACTS_SIZE if facts else VMM_SIZE if vmm else SIZE)
     journal = (record(1, struct.pack("<I", 1) + b"cudaMalloc") + record(1, struct.pack("<I", 2) + b"cudaFree") +
                record(4, struct.pack("<3Q", 0x400000, 0x401000, 0) + b"/bin/true") +
                record(3, struct.pack("<I", 0) + b"train.py\0step\0__main__") +
@@ -41,7 +57,7 @@ def build(journal_cut=False, vmm=False):
         journal = journal[:-8]
     header = bytearray(4096)
     header[0:8] = b"OOMSFLT1"
-    struct.pack_into("<6I", header, 8, 3, 4096, 56, SLOT, 40, 64)
+    struct.pack_into("<6I", header, 8, 4, 4096, 56, SLOT, 40, 64)
     struct.pack_into("<14Q", header, 32, 4321, 1, 10, 20, SIZE, RING, 16, JOURNAL, 512, len(journal), 0,
                      LIVE, LIVE_BYTES, LIVE_BYTES)
     struct.pack_into("<2Q", header, 32 + 14 * 8, LIVE, 64)  # shard 0: the whole arena
@@ -63,13 +79,24 @@ def build(journal_cut=False, vmm=False):
         struct.pack_into("<6QIHbB", data, VMM, 0x4c4956454d4d56, 0x51, 0x9000000, 2 << 20, 150, 0, 1, 1, 0, 0)
         struct.pack_into("<6QIHbB", data, VMM + 56, 0, 0x52, 0, 4 << 20, 160, 0, 1, 1, 0, 0)
         struct.pack_into("<6QIHbB", data, VMM + 112, 0, 0x53, 0, 8 << 20, 170, 0, 1, 1, 0, 0)
+    if facts:
+        struct.pack_into("<3Q", data, 3968, FACTS, STEPS, 2)  # Header::factsOffset, stepsOffset, stepCapacity
+        struct.pack_into("<Q", data, FACTS, 2)
+        data[FACTS + 8:FACTS + 13] = b"torch"
+        struct.pack_into("<3Q", data, FACTS + 64, 2, 0, 1)  # stepHead, stepEpoch, devicesKnown
+        struct.pack_into("<QqQQqqQ", data, FACTS + 4096, 2, 0, 1, 80 << 30, 0, 0, 0)
+        data[FACTS + 4096 + 56:FACTS + 4096 + 64] = b"Fake GPU"
+        struct.pack_into("<Qq4QIiQ", data, PEAKS, 2, 0, 24 << 20, 250, 0, 1, 1, 0, 24 << 20)  # the counters' peak
+        data[STEPS:STEPS + STEP_BYTES] = step_record(1, 150, 4096)
+        data[STEPS + STEP_BYTES:STEPS + 2 * STEP_BYTES] = step_record(2, 250, 12288)
     return bytes(data)
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
     seeds = {"small": build(), "journal-cut": build(journal_cut=True), "truncated": build()[:6000],
-             "vmm": build(vmm=True), "vmm-truncated": build(vmm=True)[:VMM_SIZE - 60]}
+             "vmm": build(vmm=True), "vmm-truncated": build(vmm=True)[:VMM_SIZE - 60],
+             "facts": build(vmm=True, facts=True)}
     for name, data in seeds.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)

@@ -71,7 +71,45 @@ void checkAgrees(const Recorder& recorder, const std::string& path)
         CHECK(it->second == frames);
     }
     CHECK(fromFile.process.pid == getpid());
+    // The facts (version 4): the framework, the step samples, the peaks' compositions.
+    CHECK(fromFile.framework == inMemory.framework);
+    REQUIRE(fromFile.steps.size() == inMemory.steps.size());
+    for (size_t i = 0; i < inMemory.steps.size(); ++i) {
+        CHECK(fromFile.steps[i].index == inMemory.steps[i].index);
+        CHECK(fromFile.steps[i].timeNs == inMemory.steps[i].timeNs);
+        CHECK(fromFile.steps[i].source == inMemory.steps[i].source);
+        CHECK(fromFile.steps[i].devices == inMemory.steps[i].devices);
+        CHECK(fromFile.steps[i].sites == inMemory.steps[i].sites);
+    }
+    REQUIRE(fromFile.peaks.size() == inMemory.peaks.size());
+    for (size_t i = 0; i < inMemory.peaks.size(); ++i) {
+        CHECK(fromFile.peaks[i].device == inMemory.peaks[i].device);
+        CHECK(fromFile.peaks[i].bytes == inMemory.peaks[i].bytes);
+        CHECK(fromFile.peaks[i].stacks == inMemory.peaks[i].stacks);
+        CHECK(fromFile.peaks[i].otherBytes == inMemory.peaks[i].otherBytes);
+    }
 }
+
+// Device facts as a driver would give them after the first allocation.
+class FactsProbe final : public DeviceProbe {
+public:
+    std::vector<report::Device> probeDevices() override { return {}; }
+    std::string errorName(ApiId, int) override { return {}; }
+    std::vector<report::Pool> probePools(const std::vector<uint64_t>&) override { return {}; }
+    std::vector<report::Device> probeDeviceFacts() override
+    {
+        ++asked;
+        report::Device d;
+        d.index = 0;
+        d.name = "Fake H200";
+        d.uuid = "GPU-0000";
+        d.totalBytes = uint64_t(141) << 30;
+        d.driverVersion = 13000;
+        d.limitBytes = uint64_t(24) << 30;
+        return {d};
+    }
+    int asked = 0;
+};
 
 Allocation allocation(uint64_t address, uint64_t size, StackId stack)
 {
@@ -132,6 +170,36 @@ TEST_CASE("the flight file gives what the recorder holds, in every state", "[fli
             checkAgrees(recorder, path);
             CHECK(readBack(path).live.size() == 8);
         }
+        SECTION("steps, the framework and the peak: in the file as in memory")
+        {
+            FactsProbe probe;
+            recorder.setDeviceProbe(&probe);
+            recorder.attachFramework("torch", false);
+            for (int step = 0; step < 600; ++step) {  // more than the file's 512 step slots
+                recorder.recordAlloc(allocation(0x30000000 + uint64_t(step) * 0x100000, 1 << 20, stack));
+                recorder.recordStep(nullptr);
+            }
+            for (int step = 0; step < 600; step += 2)
+                recorder.recordFree(ApiId(2), 0x30000000 + uint64_t(step) * 0x100000, 0);
+            recorder.setDeviceProbe(nullptr);
+            CHECK(probe.asked == 0);  // the devices were noted at the first allocation, before the probe
+            const TrackImage image = readBack(path);
+            CHECK(image.framework == "torch");
+            REQUIRE(image.steps.size() == 512);
+            CHECK(image.steps.front().index == 600 - 511);
+            CHECK(image.steps.back().index == 600);
+            CHECK(image.steps.back().devices.at(0).trackedBytes == (36u << 20) + (600u << 20));
+            REQUIRE(image.peaks.size() == 1);
+            CHECK(image.peaks[0].bytes == (36u << 20) + (600u << 20));
+            // The in-memory sampler keeps 4096: the file's last 512 are its last 512.
+            TrackImage inMemory = recorder.snapshot();
+            inMemory.steps.erase(inMemory.steps.begin(), inMemory.steps.end() - 512);
+            for (size_t i = 0; i < 512; ++i) {
+                CHECK(image.steps[i].index == inMemory.steps[i].index);
+                CHECK(image.steps[i].sites == inMemory.steps[i].sites);
+            }
+            CHECK(image.peaks[0].stacks == inMemory.peaks.at(0).stacks);
+        }
         SECTION("the ring wrapped")
         {
             for (uint64_t i = 0; i < 3000; ++i) {
@@ -145,6 +213,34 @@ TEST_CASE("the flight file gives what the recorder holds, in every state", "[fli
             CHECK(std::any_of(image.notes.begin(), image.notes.end(),
                               [](const std::string& n) { return n.find("the ring had wrapped") == 0; }));
         }
+    }
+    flight->remove();
+}
+
+TEST_CASE("the devices' facts are noted once, after the first allocation", "[flight]")
+{
+    const std::string path = tempPath("devices");
+    FlightFile* flight = FlightFile::createAt(path, 1024);
+    REQUIRE(flight);
+    {
+        Recorder recorder(flight);
+        recorder.registerApi("cudaMalloc");
+        FactsProbe probe;
+        recorder.setDeviceProbe(&probe);
+        CHECK(readBack(path).devices.empty());
+        for (uint64_t i = 1; i <= 3; ++i)
+            recorder.recordAlloc(allocation(0x7000000 + i * 0x100000, 1 << 20, StackId()));
+        CHECK(probe.asked == 1);
+        const TrackImage image = readBack(path);
+        REQUIRE(image.devices.size() == 1);
+        CHECK(image.devices[0].name == "Fake H200");
+        CHECK(image.devices[0].uuid == "GPU-0000");
+        CHECK(image.devices[0].totalBytes == uint64_t(141) << 30);
+        CHECK(image.devices[0].driverVersion == 13000);
+        CHECK_FALSE(image.devices[0].runtimeVersion.has_value());
+        CHECK(image.devices[0].limitBytes == uint64_t(24) << 30);
+        CHECK_FALSE(image.devices[0].freeBytes.has_value());
+        recorder.setDeviceProbe(nullptr);
     }
     flight->remove();
 }
@@ -165,7 +261,7 @@ TEST_CASE("a file of another version, or not a flight file at all, is refused wi
         std::fclose(f);
     }
     CHECK_FALSE(interpret::readFlightFile(path, &image, &error));
-    CHECK(error.find("flight-recorder file version 2 (this oomscope reads 3)") != std::string::npos);
+    CHECK(error.find("flight-recorder file version 2 (this oomscope reads 4)") != std::string::npos);
     flight->remove();
     CHECK_FALSE(interpret::readFlightFile(path, &image, &error));
     CHECK(error.find("cannot open") == 0);
@@ -229,9 +325,11 @@ TEST_CASE("the file is sparse: its regions have blocks reserved as they fill", "
         return std::pair<uint64_t, uint64_t>(uint64_t(st.st_blocks) * 512, uint64_t(st.st_size));
     };
     const auto [startBlocks, length] = blocks();
-    // The header, 1024 slots of 48 bytes, the counters and three first chunks; the length is
-    // the regions at their largest (16 MiB journal, 32 MiB arena, 3.5 MiB VMM table).
-    CHECK(flight->reservedBytes() == 4096 + 1024 * 48 + 4096 + 3 * FlightFile::kReserveChunk);
+    const size_t kStart = 4096 + 1024 * 48 + 4096 + flight::kFactsBytes + 4 * FlightFile::kReserveChunk;
+    // The header, 1024 slots of 48 bytes, the counters, the facts and four first chunks; the
+    // length is the regions at their largest (16 MiB journal, 32 MiB arena, 3.5 MiB VMM table,
+    // 1 MiB of step samples).
+    CHECK(flight->reservedBytes() == kStart);
     CHECK(startBlocks >= flight->reservedBytes());
     CHECK(startBlocks < flight->reservedBytes() + 64 * 1024);  // what the filesystem adds
     CHECK(length > (51u << 20));
@@ -246,7 +344,7 @@ TEST_CASE("the file is sparse: its regions have blocks reserved as they fill", "
             recorder.recordAlloc(allocation(0x7000000 + i * 0x1000, 4096,
                                             const_cast<StackTable&>(recorder.stacks()).intern(frames.data(), 64)));
         }
-        CHECK(flight->reservedBytes() > 4096 + 1024 * 48 + 4096 + 3 * FlightFile::kReserveChunk + (2u << 20));
+        CHECK(flight->reservedBytes() > kStart + (2u << 20));
         CHECK(blocks().first >= flight->reservedBytes());
         CHECK(blocks().second == length);  // never longer: the regions grow inside it
         checkAgrees(recorder, path);

@@ -144,4 +144,23 @@ TEST_CASE("a flight file's VMM table and peaks are read back, and files without 
     oomscope::track::TrackImage cut;
     REQUIRE(!read("vmm-truncated", &cut, &error));
     REQUIRE(error.find("truncated or damaged") != std::string::npos);
+
+    // The facts region (version 4): the framework, a device, the peak, two step samples.
+    oomscope::track::TrackImage facts;
+    REQUIRE(read("facts", &facts, &error));
+    CHECK(facts.framework == "torch");
+    REQUIRE(facts.devices.size() == 1);
+    CHECK(facts.devices[0].name == "Fake GPU");
+    CHECK(facts.devices[0].totalBytes == (uint64_t(80) << 30));
+    CHECK_FALSE(facts.devices[0].driverVersion.has_value());
+    REQUIRE(facts.peaks.size() == 1);
+    CHECK(facts.peaks[0].bytes == (24u << 20));
+    REQUIRE(facts.peaks[0].stacks.size() == 1);
+    CHECK(facts.peaks[0].stacks[0] == std::pair<uint32_t, uint64_t>(1, 24u << 20));
+    REQUIRE(facts.steps.size() == 2);
+    CHECK(facts.steps[1].index == 2);
+    CHECK(facts.steps[1].devices.at(0).trackedBytes == 12288);
+    CHECK(facts.steps[1].devices.at(0).reservedBytes == 12288 + 4096);
+    CHECK_FALSE(facts.steps[1].devices.at(0).inactiveSplitBytes.has_value());
+    CHECK(facts.steps[1].sites.at(0).bytes == 12288);
 }
