@@ -3,7 +3,25 @@
 #include "interpret/flight_reader.h"
 #include "interpret/report_builder.h"
 
+#include <algorithm>
+#include <time.h>
+
 namespace oomscope::interpret {
+namespace {
+
+std::string processLabel(const track::TrackImage& image)
+{
+    std::string label = "pid " + std::to_string(image.process.pid);
+    if (!image.process.cmdline.empty()) {
+        std::string cmdline;
+        for (const std::string& arg : image.process.cmdline)
+            cmdline += (cmdline.empty() ? "" : " ") + arg;
+        label += " (" + cmdline + ")";
+    }
+    return label;
+}
+
+} // namespace
 
 bool recoverReport(const std::string& flightPath, report::Report* out, std::string* error)
 {
@@ -13,20 +31,36 @@ bool recoverReport(const std::string& flightPath, report::Report* out, std::stri
     image.options["recovered_from"] = flightPath;
     track::TriggerInfo trigger;
     trigger.kind = report::TriggerKind::Recovered;
-    trigger.reason = "pid " + std::to_string(image.process.pid);
-    if (!image.process.cmdline.empty()) {
-        std::string cmdline;
-        for (const std::string& arg : image.process.cmdline)
-            cmdline += (cmdline.empty() ? "" : " ") + arg;
-        trigger.reason += " (" + cmdline + ")";
-    }
-    trigger.reason += " ended without writing a report (SIGKILL, the OOM killer or a crash); recovered from its "
-                      "flight-recorder file";
+    trigger.reason = processLabel(image) +
+                     " ended without writing a report (SIGKILL, the OOM killer or a crash); recovered from its "
+                     "flight-recorder file";
     TriggerFacts facts;
     facts.capture.backends.push_back("flight-recorder");
     facts.devices = image.devices;
     facts.capture.notes.push_back("recovered from " + flightPath +
                                   ": no free memory or framework counters at the end (the driver was not asked)");
+    *out = buildReport(image, trigger, std::move(facts));
+    return true;
+}
+
+bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error)
+{
+    track::TrackImage image;
+    if (!readFlightFile(flightPath, &image, error, true))
+        return false;
+    // Now, on the clock the process stamps its events with (CLOCK_MONOTONIC: one per machine).
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    image.timeNs = std::max<uint64_t>(image.timeNs, uint64_t(now.tv_sec) * 1000000000ull + uint64_t(now.tv_nsec));
+    image.options["snapshot_of"] = flightPath;
+    track::TriggerInfo trigger;
+    trigger.kind = report::TriggerKind::Snapshot;
+    trigger.reason = processLabel(image) + " is running; read from its flight-recorder file without stopping it";
+    TriggerFacts facts;
+    facts.capture.backends.push_back("flight-recorder");
+    facts.devices = image.devices;
+    facts.capture.notes.push_back("a snapshot of " + flightPath +
+                                  ": no free memory or framework counters now (the process was not asked)");
     *out = buildReport(image, trigger, std::move(facts));
     return true;
 }

@@ -1,4 +1,4 @@
-// `oomscope recover`: the flight-recorder file (src/track/flight_format.h) of a process that
+// `oomscope recover` and `oomscope snapshot`: the flight-recorder file (src/track/flight_format.h) of a process that
 // ended without writing a report, turned into one by the report builder. Stacks are
 // symbolized from the files the process had mapped, read from disk now (the same machine, or
 // one with the same files).
@@ -12,5 +12,10 @@ namespace oomscope::interpret {
 
 // false with *error (one line) when the file cannot be read or is not a flight file.
 bool recoverReport(const std::string& flightPath, report::Report* out, std::string* error);
+
+// `oomscope snapshot`: the same from the file of a process that is still running, read twice
+// (readFlightFile's live mode: what was being written is left out and counted). Trigger kind
+// snapshot, at the time it is taken.
+bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error);
 
 } // namespace oomscope::interpret

@@ -22,8 +22,9 @@ namespace oomscope::report {
 enum class MemKind : uint8_t { Device = 0, Managed, HostPinned, Count };
 
 // What wrote the report. Recovered: `oomscope recover` from the flight file of a process that
-// died without writing one.
-enum class TriggerKind : uint8_t { Oom = 0, Exit, Signal, Request, Recovered, Count };
+// died without writing one. Snapshot: `oomscope snapshot` from the flight file of a process
+// that is still running (it was neither stopped nor asked).
+enum class TriggerKind : uint8_t { Oom = 0, Exit, Signal, Request, Recovered, Snapshot, Count };
 
 // The library that asked for memory (the outermost caller into CUDA). In alphabetical order of
 // their names: a report's `by_source` object lists them in this order. Untracked: memory the
@@ -62,7 +63,7 @@ struct EnumNames<MemKind> {
 template <>
 struct EnumNames<TriggerKind> {
     static constexpr std::array<const char*, size_t(TriggerKind::Count)> names = {"oom", "exit", "signal", "request",
-                                                                                "recovered"};
+                                                                                "recovered", "snapshot"};
 };
 template <>
 struct EnumNames<Source> {

@@ -40,6 +40,8 @@ std::unique_ptr<Command> makeRecoverCommand();
 std::unique_ptr<Command> makeExportCommand();
 std::unique_ptr<Command> makeHtmlCommand();
 std::unique_ptr<Command> makeFitCommand();
+std::unique_ptr<Command> makeSnapshotCommand();
+std::unique_ptr<Command> makeTopCommand();
 
 // The text of file:line where the file is readable here (cached per file), for leak verdicts.
 report::SourceLine sourceReader();

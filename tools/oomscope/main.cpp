@@ -19,7 +19,7 @@ int main(int argc, char** argv)
     app.require_subcommand(1);
     std::unique_ptr<Command> commands[] = {makeRunCommand(), makeReportCommand(), makeCheckCommand(),
                                            makeDiffCommand(), makeRecoverCommand(), makeHtmlCommand(), makeFitCommand(),
-                                           makeExportCommand()};
+                                           makeExportCommand(), makeSnapshotCommand(), makeTopCommand()};
     std::vector<std::pair<CLI::App*, Command*>> parsers;
     int parsedArgc = argc;
     for (auto& command : commands) {

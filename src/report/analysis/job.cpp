@@ -26,7 +26,8 @@ int preference(TriggerKind k)
     case TriggerKind::Oom: return 0;
     case TriggerKind::Signal: return 1;
     case TriggerKind::Recovered: return 2;
-    case TriggerKind::Request: return 3;
+    case TriggerKind::Request:
+    case TriggerKind::Snapshot: return 3;
     default: return 4;
     }
 }

@@ -422,6 +422,7 @@ Headline headline(const Report& r)
     case TriggerKind::Exit: h.title = "EXIT REPORT", h.rest = ": memory still held when the process exited"; break;
     case TriggerKind::Signal: h.title = "SIGNAL REPORT", h.rest = ": " + t.message; break;
     case TriggerKind::Recovered: h.title = "RECOVERED REPORT", h.rest = ": " + t.message; break;
+    case TriggerKind::Snapshot: h.title = "SNAPSHOT", h.rest = ": " + t.message; break;
     default: h.title = "REQUESTED REPORT", h.rest = ": " + t.message; break;
     }
     const Process& p = r.process;

@@ -1,0 +1,66 @@
+// oomscope snapshot PID|FILE: a report of a running process, read from its flight-recorder
+// file without stopping, signalling or slowing it (trigger kind `snapshot`), written atomically
+// next to the file or into -o DIR; its path on stdout.
+#include "command.h"
+#include "flight_target.h"
+
+#include "interpret/recover.h"
+#include "report/report_file.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+namespace oomscope::cli {
+namespace {
+
+class SnapshotCommand final : public Command {
+public:
+    const char* name() const override { return "snapshot"; }
+    CLI::App* setup(CLI::App& app) override
+    {
+        CLI::App* c = app.add_subcommand(name(), "A report of a running process now, read from its flight-recorder "
+                                                 "file: the process is not stopped, signalled or slowed");
+        c->add_option("target", m_target, "The process's PID, or its .flight file")->required();
+        c->add_option("-o,--output-dir", m_outputDir, "Where to write the report (default: the flight file's folder)");
+        return c;
+    }
+    int run() override
+    {
+        std::string file, error;
+        if (!flightFileOf(m_target, &file, &error)) {
+            logError("snapshot: " + error);
+            return kExitUsage;
+        }
+        report::Report r;
+        if (!interpret::snapshotReport(file, &r, &error)) {
+            logError("snapshot: " + error);
+            return kExitUsage;
+        }
+        std::string dir = m_outputDir;
+        if (dir.empty()) {
+            const size_t slash = file.rfind('/');
+            dir = slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
+        }
+        const report::WriteResult written = report::writeReportFile(r, dir, report::reportStem(r));
+        if (!written.ok) {
+            logError("snapshot: " + written.error);
+            return kExitUsage;
+        }
+        std::cout << written.path << "\n";
+        return kExitOk;
+    }
+
+private:
+    std::string m_target;
+    std::string m_outputDir;
+};
+
+} // namespace
+
+std::unique_ptr<Command> makeSnapshotCommand()
+{
+    return std::make_unique<SnapshotCommand>();
+}
+
+} // namespace oomscope::cli

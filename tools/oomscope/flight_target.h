@@ -1,0 +1,20 @@
+// What `oomscope snapshot` and `oomscope top` look at: a running process named by its PID (its
+// flight-recorder file found in /proc/PID/maps: the preload keeps the file mapped), a flight
+// file named directly, or a folder of them (a job's output directory: one file per running
+// process). One line saying why when a PID has no file to read.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace oomscope::cli {
+
+// A PID (all digits) or a path. The flight file it names, or false with *error: no such
+// process, not ours to read, not running under oomscope, running under oomscope without a
+// flight file (OOMSCOPE_FLIGHT=0, or no CUDA call yet).
+bool flightFileOf(const std::string& target, std::string* path, std::string* error);
+
+// The *.flight files in dir whose process (the PID in the name) is running on this host.
+std::vector<std::string> liveFlightFiles(const std::string& dir);
+
+} // namespace oomscope::cli
