@@ -37,6 +37,10 @@ std::atomic<bool> g_active{false};
 std::atomic<Recorder*> g_recorder{nullptr};
 // OOMSCOPE_DUMP_SIGNAL (SIGUSR2 by default; 0: none): a report on request, the program goes on.
 std::atomic<int> g_dumpSignal{0};
+// Dump-signal requests handed to the agent, and those it has written: the exit waits for the
+// ones in flight (a program that ends right after the signal still gets its report).
+std::atomic<uint64_t> g_requestsAsked{0};
+std::atomic<uint64_t> g_requestsDone{0};
 
 Recorder* recorderOrNull()
 {
@@ -73,6 +77,7 @@ void* agentMain(void*)
                 trigger.reason = std::string("received ") + signalName(sig) + " (OOMSCOPE_DUMP_SIGNAL)";
                 recorder->dump(trigger);
             }
+            g_requestsDone.fetch_add(1, std::memory_order_release);
             continue;
         }
         if (recorder && processActive()) {
@@ -180,7 +185,9 @@ void onSignal(int sig, siginfo_t* info, void* context)
         // default action (ending the process) is what this signal no longer does.
         if (g_agentRunning.load(std::memory_order_acquire) && processActive()) {
             const unsigned char byte = static_cast<unsigned char>(sig);
-            (void)!write(g_requestPipe[1], &byte, 1);
+            g_requestsAsked.fetch_add(1, std::memory_order_acq_rel);
+            if (write(g_requestPipe[1], &byte, 1) != 1)
+                g_requestsDone.fetch_add(1, std::memory_order_release);  // never asked after all
         }
         chainToPrevious(sig, info, context, savedErrno);
         errno = savedErrno;
@@ -232,8 +239,21 @@ void installSignalHandlers()
     }
 }
 
+// At exit, the dump-signal requests the agent has not written yet: waited for, at most the
+// signal timeout.
+void waitForRequests()
+{
+    const uint32_t timeoutMs = Config::get().signalTimeoutMs;
+    for (uint32_t waited = 0; waited < timeoutMs; waited += 5) {
+        if (g_requestsDone.load(std::memory_order_acquire) >= g_requestsAsked.load(std::memory_order_acquire))
+            return;
+        poll(nullptr, 0, 5);
+    }
+}
+
 void onExit()
 {
+    waitForRequests();
     Recorder* recorder = recorderOrNull();
     if (recorder && processActive() && Config::get().exitReport) {
         TriggerInfo trigger;

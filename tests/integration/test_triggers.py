@@ -259,6 +259,32 @@ def test_the_dump_signal_writes_a_report_and_the_program_goes_on(build, tmp_path
     t.check_alloc_modes_live(rep)
 
 
+def test_the_dump_signal_chains_to_the_programs_own_handler(build, tmp_path):
+    # A handler the program installed before oomscope's: the report is written and the
+    # program's handler runs too (chained, as for SIGTERM); the program carries on to its end.
+    proc = start(build, ["usr2-handler"], tmp_path)
+    t.wait_for_line(proc, "ready")
+    proc.send_signal(signal.SIGUSR2)
+    t.wait_for_line(proc, "handled")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    reports = t.reports_in(str(tmp_path))
+    assert sorted(reports) == ["exit", "request"], (reports, err)
+    assert t.load(reports["request"][0])["trigger"]["message"] == "received SIGUSR2 (OOMSCOPE_DUMP_SIGNAL)"
+
+
+def test_a_handler_the_program_installs_later_replaces_the_dump_signal(build, tmp_path):
+    # The program's own SIGUSR2 handler, installed after oomscope's: that signal is the
+    # program's now (no report), as it would be without oomscope.
+    proc = start(build, ["usr2-handler-late"], tmp_path)
+    t.wait_for_line(proc, "ready")
+    proc.send_signal(signal.SIGUSR2)
+    t.wait_for_line(proc, "handled")
+    proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert sorted(t.reports_in(str(tmp_path))) == ["exit"]
+
+
 def test_without_a_dump_signal_sigusr2_does_what_it_always_did(build, tmp_path):
     env = build.env(OOMSCOPE_OUTPUT_DIR=str(tmp_path), LD_PRELOAD=build.preload, OOMSCOPE_DUMP_SIGNAL="off")
     proc = subprocess.Popen([build.program("alloc_modes"), "wait"], env=env, stdout=subprocess.PIPE,

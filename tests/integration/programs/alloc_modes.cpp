@@ -69,12 +69,18 @@ int main(int argc, char** argv)
 {
     const char* mode = argc > 1 ? argv[1] : "exit";
     setvbuf(stdout, nullptr, _IOLBF, 0);
-    if (std::strcmp(mode, "handler") == 0) {
+    // handler: the program's own SIGINT handler, installed before the preload's (at the first
+    // CUDA call); usr2-handler: its own SIGUSR2 handler, before; usr2-handler-late: after.
+    const auto handle = [](int sig) {
         struct sigaction sa {};
         sa.sa_handler = onSigint;
         sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, nullptr);
-    }
+        sigaction(sig, &sa, nullptr);
+    };
+    if (std::strcmp(mode, "handler") == 0)
+        handle(SIGINT);
+    if (std::strcmp(mode, "usr2-handler") == 0)
+        handle(SIGUSR2);
     volatile int count = 4;  // not unrolled: one call site, one stack
     for (int i = 0; i < count; ++i)
         allocate_model(16 << 20);
@@ -99,7 +105,9 @@ int main(int argc, char** argv)
         for (;;)
             pause();
     }
-    if (std::strcmp(mode, "wait") == 0 || std::strcmp(mode, "handler") == 0) {
+    if (std::strcmp(mode, "usr2-handler-late") == 0)
+        handle(SIGUSR2);
+    if (std::strcmp(mode, "wait") == 0 || std::strcmp(mode, "handler") == 0 || std::strncmp(mode, "usr2-", 5) == 0) {
         std::printf("ready\n");
         while (!g_handled)
             pause();
