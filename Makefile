@@ -1,5 +1,5 @@
 # oomscope: the two commands of the quick start are `make demo` and `make test`.
-# (chromium: the HTML views are opened in a real headless browser by the tests.)
+# (chromium: the HTML views are opened in a real headless browser by the tests; tmux: oomscope top is run in one.)
 #   make deps      install missing Debian packages (idempotent; says what it installs)
 #   make build     configure and build into $(BUILD)
 #   make test      unit + integration tests (no GPU needed)
@@ -18,7 +18,7 @@ CMAKE_ARGS ?=
 
 DEBIAN_PACKAGES := cmake ninja-build g++ make binutils pkg-config \
                    libunwind-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2 libcli11-dev \
-                   python3 python3-pytest python3-pytest-xdist python3-jsonschema time chromium
+                   python3 python3-pytest python3-pytest-xdist python3-jsonschema time chromium tmux
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -1,5 +1,6 @@
 #include "interpret/flight_reader.h"
 
+#include "interpret/symbolize.h"
 #include "track/flight_format.h"
 #include "track/peak_compose.h"
 
@@ -107,8 +108,8 @@ void readRing(const Copies& c, const flight::Header& h, TrackImage* image)
     uint64_t changed = 0;
     // The slots claimed so far (producers claim slot::kBlock at a time): each slot's 32-bit state names
     // its event's index modulo 2^31, the head gives the rest.
-    uint64_t head = 0;
-    std::memcpy(&head, data + flight::kRingHeadOffset, sizeof(head));
+    uint64_t head = 0;  // the later read's: slots claimed after it would be skipped
+    std::memcpy(&head, c.latest() + flight::kRingHeadOffset, sizeof(head));
     std::vector<std::pair<uint64_t, Event>> slots;
     uint64_t pushedAtLeast = 0;  // the highest slot index seen + 1
     for (uint64_t i = 0; i < h.ringCapacity; ++i) {
@@ -159,7 +160,10 @@ bool readLive(const Copies& c, size_t bytes, const flight::Header& h, TrackImage
     uint64_t changed = 0;
     std::unordered_set<uint64_t> seen;  // an entry being moved inside its table shows twice
     const auto take = [&](const LiveAllocation& a, uint64_t offset, size_t length) {
-        if (!c.same(offset, length)) {
+        // Not the same in both reads, or not whole (a writer stopped between its stores: the
+        // writer puts the address last, so this is damage or an older writer's file).
+        if (!c.same(offset, length) || a.size == 0 ||
+            size_t(a.memKind) >= size_t(track::MemKind::Count)) {
             ++changed;
             return;
         }
@@ -456,7 +460,7 @@ void readProcess(const flight::Header& h, TrackImage* image)
 
 // The files the process had mapped, as the symbolizer's modules: one per path, its load base
 // from the mapping of the lowest file offset (0 for a program that is not position-independent,
-// which only the file itself can tell: openFiles).
+// which only the file itself can tell: openFiles, which also reads each file's build id).
 std::vector<track::LoadedModule> modulesOf(const std::vector<FileMapping>& mappings, bool openFiles)
 {
     std::map<std::string, track::LoadedModule> byPath;
@@ -473,13 +477,11 @@ std::vector<track::LoadedModule> modulesOf(const std::vector<FileMapping>& mappi
     }
     std::vector<track::LoadedModule> out;
     for (auto& [path, module] : byPath) {
-        const int fd = openFiles ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
-        if (fd >= 0) {
-            Elf64_Ehdr ehdr{};
-            if (::read(fd, &ehdr, sizeof(ehdr)) == ssize_t(sizeof(ehdr)) && std::memcmp(ehdr.e_ident, ELFMAG, SELFMAG) == 0 &&
-                ehdr.e_type == ET_EXEC)
+        ElfFileFacts facts;
+        if (openFiles && readElfFileFacts(path, &facts)) {
+            if (facts.fixedAddress)
                 module.base = 0;
-            ::close(fd);
+            module.buildId = facts.buildId;  // the symbolizer finds a separate debug file by it
         }
         out.push_back(std::move(module));
     }
@@ -531,29 +533,80 @@ bool readFully(int fd, unsigned char* out, size_t offset, size_t length, std::st
     return true;
 }
 
-bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* error)
+// The file's data extents into out (holes stay zero; the header first: a file that is not a
+// flight file is not read further). With `twice`, each 16 KiB piece is read into out and at
+// once again into twice: a record that is the same in both was not being written while read
+// (the two reads of a piece are microseconds apart, not the whole file's read). A record that
+// straddles two pieces would pair one piece's two reads with the other's, later ones (a live
+// entry erased between them read as its address with an empty slot's tail, the same in both):
+// the tables whose records do not divide a page (live entries, VMM entries, the facts) are read
+// again in pieces cut at their records' bounds. Then the header and the journal once more into
+// twice: every stack a record of either read names was journaled before that record was
+// written, so the later journal names it.
+bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* error, unsigned char* twice = nullptr)
 {
     const size_t head = std::min(bytes, flight::kHeaderBytes);
     if (!readFully(fd, out, 0, head, error))
         return false;
     if (head < sizeof(flight::kMagic) || std::memcmp(out, flight::kMagic, sizeof(flight::kMagic)) != 0)
         return true;  // readFlight says what it is not
+    // A piece whose two reads differ is read twice again, a few times: on a busy machine the
+    // reader is often preempted between the reads, which widens the window.
+    constexpr size_t kPiece = size_t(16) << 10;
+    constexpr int kAttempts = 4;
+    const auto copy = [&](size_t from, size_t to, size_t record = 1) {
+        const size_t piece = std::max<size_t>(1, kPiece / record) * record;
+        for (size_t at = from; at < to; at += piece) {
+            const size_t n = std::min(piece, to - at);
+            for (int attempt = 0; attempt < (twice ? kAttempts : 1); ++attempt) {
+                if (!readFully(fd, out, at, n, error) || (twice && !readFully(fd, twice, at, n, error)))
+                    return false;
+                if (!twice || std::memcmp(out + at, twice + at, n) == 0)
+                    break;
+            }
+        }
+        return true;
+    };
     size_t at = head;
     while (at < bytes) {
         const off_t data = ::lseek(fd, off_t(at), SEEK_DATA);
         if (data < 0 && errno == ENXIO)
             break;  // holes to the end
-        if (data < 0)  // no SEEK_DATA here: all of it
-            return readFully(fd, out, at, bytes - at, error);
+        if (data < 0) {  // no SEEK_DATA here: all of it
+            if (!copy(at, bytes))
+                return false;
+            break;
+        }
         if (size_t(data) >= bytes)
             break;
         off_t hole = ::lseek(fd, data, SEEK_HOLE);
         if (hole < 0 || size_t(hole) > bytes)
             hole = off_t(bytes);
-        if (!readFully(fd, out, size_t(data), size_t(hole) - size_t(data), error))
+        if (!copy(size_t(data), size_t(hole)))
             return false;
         at = size_t(hole);
     }
+    if (!twice)
+        return true;
+    flight::Header h;
+    std::memcpy(&h, out, std::min(sizeof(h), head));
+    const auto records = [&](uint64_t offset, uint64_t count, size_t record) {
+        // Bounds only: readHeader judges the rest.
+        const uint64_t length = count * record;
+        return offset == 0 || count > bytes / record || offset > bytes || length > bytes - offset ||
+               copy(size_t(offset), size_t(offset + length), record);
+    };
+    for (const flight::ShardEntry& shard : h.shards)
+        if (shard.offset != flight::kOutside && !records(shard.offset, shard.capacity, sizeof(LiveAllocation)))
+            return false;
+    if (!records(h.vmmOffset, h.vmmCapacity, sizeof(flight::VmmEntry)) || !records(h.factsOffset, 1, flight::kFactsBytes))
+        return false;
+    if (!readFully(fd, twice, 0, head, error))
+        return false;
+    std::memcpy(&h, twice, std::min(sizeof(h), head));
+    const uint64_t used = std::min(h.journalUsed, h.journalBytes);
+    if (head == flight::kHeaderBytes && h.journalOffset >= head && h.journalOffset <= bytes && used <= bytes - h.journalOffset)
+        return readFully(fd, twice, size_t(h.journalOffset), size_t(used), error);
     return true;
 }
 
@@ -561,24 +614,30 @@ bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* erro
 
 namespace {
 
-// The file's bytes in anonymous memory (zeroed, so holes read as zero), or nullptr.
-unsigned char* readCopy(int fd, size_t bytes, const std::string& path, std::string* error)
+// Zeroed anonymous memory for a copy of the file (holes read as zero), or nullptr.
+unsigned char* anonymous(size_t bytes, const std::string& path, std::string* error)
 {
     void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) {
         *error = "cannot map " + path + ": " + std::strerror(errno);
         return nullptr;
     }
+    return static_cast<unsigned char*>(mem);
+}
+
+// The file's bytes (and, for a live file, the second read: copyDataExtents).
+bool readCopies(int fd, size_t bytes, const std::string& path, std::string* error, unsigned char* first,
+                unsigned char* second)
+{
     // Read, not mapped: the file is sparse, and on a tmpfs a page fault on a hole allocates a
     // page (host memory) or, when the tmpfs is full, raises SIGBUS; read() gives holes as
     // zeros without either. Only the file's data extents are read into the zeroed buffer,
     // the header's magic first (a large file that is not a flight file is not read whole).
-    if (!copyDataExtents(fd, static_cast<unsigned char*>(mem), bytes, error)) {
-        ::munmap(mem, bytes);
+    if (!copyDataExtents(fd, first, bytes, error, second)) {
         *error = path + ": " + *error;
-        return nullptr;
+        return false;
     }
-    return static_cast<unsigned char*>(mem);
+    return true;
 }
 
 } // namespace
@@ -597,10 +656,10 @@ bool readFlightFile(const std::string& path, TrackImage* image, std::string* err
         return false;
     }
     const size_t bytes = size_t(st.st_size);
-    unsigned char* first = readCopy(fd, bytes, path, error);
-    unsigned char* second = first && live ? readCopy(fd, bytes, path, error) : nullptr;
+    unsigned char* first = anonymous(bytes, path, error);
+    unsigned char* second = first && live ? anonymous(bytes, path, error) : nullptr;
+    bool ok = first && (second || !live) && readCopies(fd, bytes, path, error, first, second);
     ::close(fd);
-    bool ok = first && (second || !live);
     Extra extra;
     std::string why;
     if (ok && !(ok = readFlight(Copies{first, second}, bytes, image, &extra, &why)))

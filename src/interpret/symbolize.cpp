@@ -162,6 +162,48 @@ ResolvedFrame Symbolizer::resolve(uint64_t pc)
     return frame;
 }
 
+bool readElfFileFacts(const std::string& path, ElfFileFacts* facts)
+{
+    MappedFile file(path);
+    const unsigned char* data = file.data();
+    if (!data || !file.contains(0, sizeof(Elf64_Ehdr)) || std::memcmp(data, ELFMAG, SELFMAG) != 0 ||
+        data[EI_CLASS] != ELFCLASS64)
+        return false;
+    Elf64_Ehdr eh;
+    std::memcpy(&eh, data, sizeof(eh));
+    facts->fixedAddress = eh.e_type == ET_EXEC;
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || !file.contains(eh.e_phoff, uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr)))
+        return true;
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < eh.e_phnum; ++i) {
+        Elf64_Phdr ph;
+        std::memcpy(&ph, data + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof(ph));
+        if (ph.p_type != PT_NOTE || !file.contains(ph.p_offset, ph.p_filesz))
+            continue;
+        uint64_t at = ph.p_offset;
+        const uint64_t end = ph.p_offset + ph.p_filesz;
+        while (end - at >= sizeof(Elf64_Nhdr)) {
+            Elf64_Nhdr note;
+            std::memcpy(&note, data + at, sizeof(note));
+            const uint64_t name = at + sizeof(note);
+            const uint64_t desc = name + ((uint64_t(note.n_namesz) + 3) & ~uint64_t(3));
+            const uint64_t next = desc + ((uint64_t(note.n_descsz) + 3) & ~uint64_t(3));
+            if (next > end)
+                break;
+            if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 && std::memcmp(data + name, "GNU", 4) == 0) {
+                facts->buildId.clear();
+                for (uint64_t b = desc; b < desc + note.n_descsz; ++b) {
+                    facts->buildId.push_back(digits[data[b] >> 4]);
+                    facts->buildId.push_back(digits[data[b] & 15]);
+                }
+                return true;
+            }
+            at = next;
+        }
+    }
+    return true;
+}
+
 int findModule(const std::vector<LoadedModule>& modules, uint64_t address)
 {
     for (size_t i = 0; i < modules.size(); ++i) {

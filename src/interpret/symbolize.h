@@ -59,4 +59,13 @@ private:
 
 std::string demangle(const char* name);
 
+// What a module's file on disk says of itself: whether it is a fixed-address executable
+// (ET_EXEC: its load base is 0) and its build id (hex of NT_GNU_BUILD_ID, empty when absent).
+// For images read from a flight file, whose mappings name files but not their build ids.
+struct ElfFileFacts {
+    bool fixedAddress = false;
+    std::string buildId;
+};
+bool readElfFileFacts(const std::string& path, ElfFileFacts* facts);
+
 } // namespace oomscope::interpret

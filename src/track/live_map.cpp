@@ -3,9 +3,33 @@
 #include "track/flight_writer.h"
 #include "track/hash.h"
 
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 
 namespace oomscope::track {
+namespace {
+
+// An entry written where a reader in another process may be looking (the flight file's copy of
+// the tables: oomscope snapshot reads them while the program runs): a slot's address is
+// cleared before its other fields change and written after them, so that a slot with an
+// address always holds that allocation's whole entry (a writer preempted in the middle leaves
+// a slot that reads as empty, not one with the last occupant's size). x86-64 keeps stores in
+// order; the fences keep the compiler (and other CPUs) from moving them.
+void writeEntry(LiveAllocation* slot, const LiveAllocation& entry) noexcept
+{
+    static_assert(offsetof(LiveAllocation, address) == 0);
+    if (slot->address != entry.address && slot->address != 0) {
+        __atomic_store_n(&slot->address, uint64_t(0), __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+    }
+    std::memcpy(reinterpret_cast<char*>(slot) + sizeof(uint64_t), reinterpret_cast<const char*>(&entry) + sizeof(uint64_t),
+                sizeof(LiveAllocation) - sizeof(uint64_t));
+    __atomic_store_n(&slot->address, entry.address, __ATOMIC_RELEASE);
+}
+
+} // namespace
+
 
 LiveMap::LiveMap() = default;
 
@@ -98,7 +122,7 @@ LiveMap::InsertResult LiveMap::insert(const LiveAllocation& entry, LiveAllocatio
     if (LiveAllocation* slot = findSlot(shard, entry.address)) {
         if (replaced)
             *replaced = *slot;
-        *slot = entry;
+        writeEntry(slot, entry);
         return InsertResult::Replaced;
     }
     // Keep the load factor under 1/2: linear probing stays short.
@@ -111,7 +135,7 @@ LiveMap::InsertResult LiveMap::insert(const LiveAllocation& entry, LiveAllocatio
     size_t i = (mix64(entry.address) >> 6) & mask;
     while (shard.slots[i].address != 0)
         i = (i + 1) & mask;
-    shard.slots[i] = entry;
+    writeEntry(&shard.slots[i], entry);
     shard.used.store(used + 1, std::memory_order_relaxed);
     return InsertResult::Inserted;
 }
@@ -124,7 +148,7 @@ bool LiveMap::update(const LiveAllocation& entry) noexcept
         std::lock_guard<SpinLock> lock(shard.mutex);
         LiveAllocation* slot = findSlot(shard, entry.address);
         if (slot)
-            *slot = entry;
+            writeEntry(slot, entry);
         return slot != nullptr;
     });
 }
@@ -144,11 +168,11 @@ std::optional<LiveAllocation> LiveMap::eraseIn(Shard& shard, uint64_t address) n
         // Move j into the hole if its home position is not in the cyclic range (hole, j].
         const bool homeInRange = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
         if (!homeInRange) {
-            shard.slots[hole] = shard.slots[j];
+            writeEntry(&shard.slots[hole], shard.slots[j]);
             hole = j;
         }
     }
-    shard.slots[hole] = LiveAllocation{};
+    writeEntry(&shard.slots[hole], LiveAllocation{});
     shard.used.store(shard.used.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     return found;
 }
