@@ -488,12 +488,13 @@ std::vector<track::LoadedModule> modulesOf(const std::vector<FileMapping>& mappi
     return out;
 }
 
-bool readFlight(const Copies& c, size_t bytes, TrackImage* image, Extra* extra, std::string* error)
+bool readFlight(const Copies& c, size_t bytes, TrackImage* image, Extra* extra, std::string* error, bool events = true)
 {
     flight::Header h;
     if (!readHeader(c.first, bytes, &h, error))
         return false;
-    readRing(c, h, image);
+    if (events)
+        readRing(c, h, image);
     if (!readLive(c, bytes, h, image, error))
         return false;
     readCounters(c.first, h, image);
@@ -543,18 +544,29 @@ bool readFully(int fd, unsigned char* out, size_t offset, size_t length, std::st
 // again in pieces cut at their records' bounds. Then the header and the journal once more into
 // twice: every stack a record of either read names was journaled before that record was
 // written, so the later journal names it.
-bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* error, unsigned char* twice = nullptr)
+bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* error, unsigned char* twice = nullptr,
+                     bool events = true)
 {
     const size_t head = std::min(bytes, flight::kHeaderBytes);
     if (!readFully(fd, out, 0, head, error))
         return false;
     if (head < sizeof(flight::kMagic) || std::memcmp(out, flight::kMagic, sizeof(flight::kMagic)) != 0)
         return true;  // readFlight says what it is not
+    // Without the events, the ring's bytes are left unread (zero): [skipFrom, skipTo).
+    size_t skipFrom = bytes, skipTo = bytes;
+    if (!events && head == flight::kHeaderBytes) {
+        flight::Header h;
+        std::memcpy(&h, out, sizeof(h));
+        if (h.ringOffset >= head && h.ringOffset < bytes && h.ringCapacity <= (bytes - h.ringOffset) / flight::kSlotBytes) {
+            skipFrom = size_t(h.ringOffset);
+            skipTo = size_t(h.ringOffset + h.ringCapacity * flight::kSlotBytes);
+        }
+    }
     // A piece whose two reads differ is read twice again, a few times: on a busy machine the
     // reader is often preempted between the reads, which widens the window.
     constexpr size_t kPiece = size_t(16) << 10;
     constexpr int kAttempts = 4;
-    const auto copy = [&](size_t from, size_t to, size_t record = 1) {
+    const auto copyAll = [&](size_t from, size_t to, size_t record = 1) {
         const size_t piece = std::max<size_t>(1, kPiece / record) * record;
         for (size_t at = from; at < to; at += piece) {
             const size_t n = std::min(piece, to - at);
@@ -566,6 +578,11 @@ bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* erro
             }
         }
         return true;
+    };
+    const auto copy = [&](size_t from, size_t to, size_t record = 1) {
+        if (to <= skipFrom || from >= skipTo)
+            return copyAll(from, to, record);
+        return (from >= skipFrom || copyAll(from, skipFrom, record)) && (to <= skipTo || copyAll(skipTo, to, record));
     };
     size_t at = head;
     while (at < bytes) {
@@ -627,13 +644,13 @@ unsigned char* anonymous(size_t bytes, const std::string& path, std::string* err
 
 // The file's bytes (and, for a live file, the second read: copyDataExtents).
 bool readCopies(int fd, size_t bytes, const std::string& path, std::string* error, unsigned char* first,
-                unsigned char* second)
+                unsigned char* second, bool events)
 {
     // Read, not mapped: the file is sparse, and on a tmpfs a page fault on a hole allocates a
     // page (host memory) or, when the tmpfs is full, raises SIGBUS; read() gives holes as
     // zeros without either. Only the file's data extents are read into the zeroed buffer,
     // the header's magic first (a large file that is not a flight file is not read whole).
-    if (!copyDataExtents(fd, first, bytes, error, second)) {
+    if (!copyDataExtents(fd, first, bytes, error, second, events)) {
         *error = path + ": " + *error;
         return false;
     }
@@ -642,8 +659,9 @@ bool readCopies(int fd, size_t bytes, const std::string& path, std::string* erro
 
 } // namespace
 
-bool readFlightFile(const std::string& path, TrackImage* image, std::string* error, bool live)
+bool readFlightFile(const std::string& path, TrackImage* image, std::string* error, FlightRead how)
 {
+    const bool live = how.live;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         *error = "cannot open " + path + ": " + std::strerror(errno);
@@ -658,11 +676,11 @@ bool readFlightFile(const std::string& path, TrackImage* image, std::string* err
     const size_t bytes = size_t(st.st_size);
     unsigned char* first = anonymous(bytes, path, error);
     unsigned char* second = first && live ? anonymous(bytes, path, error) : nullptr;
-    bool ok = first && (second || !live) && readCopies(fd, bytes, path, error, first, second);
+    bool ok = first && (second || !live) && readCopies(fd, bytes, path, error, first, second, how.events);
     ::close(fd);
     Extra extra;
     std::string why;
-    if (ok && !(ok = readFlight(Copies{first, second}, bytes, image, &extra, &why)))
+    if (ok && !(ok = readFlight(Copies{first, second}, bytes, image, &extra, &why, how.events)))
         *error = path + ": " + why;
     for (unsigned char* copy : {first, second}) {
         if (copy)

@@ -16,10 +16,18 @@ namespace oomscope::interpret {
 // false with *error on anything that is not a flight file this oomscope reads.
 bool readFlightImage(const unsigned char* data, size_t bytes, track::TrackImage* image, std::string* error);
 
+// How readFlightFile reads. live: the file of a running process, read twice; a slot, entry or
+// record that differs between the reads was being written and is left out (counted in the
+// image's notes). The process is neither stopped nor slowed. events: the ring (the timeline);
+// without it (`oomscope top`, which shows no events) the ring's pages are not read at all, most
+// of the file at the defaults.
+struct FlightRead {
+    bool live = false;
+    bool events = true;
+};
+
 // The file at path, with its modules (the files the process had mapped, as they are on disk
-// now: the same machine, or one with the same files). live: the file of a running process,
-// read twice; a slot, entry or record that differs between the reads was being written and is
-// left out (counted in the image's notes). The process is neither stopped nor slowed.
-bool readFlightFile(const std::string& path, track::TrackImage* image, std::string* error, bool live = false);
+// now: the same machine, or one with the same files).
+bool readFlightFile(const std::string& path, track::TrackImage* image, std::string* error, FlightRead how = {});
 
 } // namespace oomscope::interpret

@@ -43,10 +43,13 @@ bool recoverReport(const std::string& flightPath, report::Report* out, std::stri
     return true;
 }
 
-bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error)
+bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error, bool events)
 {
     track::TrackImage image;
-    if (!readFlightFile(flightPath, &image, error, true))
+    FlightRead how;
+    how.live = true;
+    how.events = events;
+    if (!readFlightFile(flightPath, &image, error, how))
         return false;
     // Now, on the clock the process stamps its events with (CLOCK_MONOTONIC: one per machine).
     timespec now{};
@@ -61,6 +64,8 @@ bool snapshotReport(const std::string& flightPath, report::Report* out, std::str
     facts.devices = image.devices;
     facts.capture.notes.push_back("a snapshot of " + flightPath +
                                   ": no free memory or framework counters now (the process was not asked)");
+    if (!events)
+        facts.capture.notes.push_back("the events were not read (the timeline is empty)");
     *out = buildReport(image, trigger, std::move(facts));
     return true;
 }

@@ -15,7 +15,8 @@ bool recoverReport(const std::string& flightPath, report::Report* out, std::stri
 
 // `oomscope snapshot`: the same from the file of a process that is still running, read twice
 // (readFlightFile's live mode: what was being written is left out and counted). Trigger kind
-// snapshot, at the time it is taken.
-bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error);
+// snapshot, at the time it is taken. events false: without the timeline (the ring is not read;
+// `oomscope top` shows no events and reads a second time each refresh).
+bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error, bool events = true);
 
 } // namespace oomscope::interpret

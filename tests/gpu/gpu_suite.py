@@ -13,13 +13,13 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from suite import (cuda, cupti, examples, frameworks, reliability, torch_allocators, torch_training, views,  # noqa: E402
-                   rehearsal, workflows)
+from suite import (cuda, cupti, examples, frameworks, live, reliability, torch_allocators, torch_training,  # noqa: E402
+                   views, rehearsal, workflows)
 from suite.common import Ctx  # noqa: E402
 
 # CUPTI's family last: its coverage check reads every report the others left.
 FAMILIES = [cuda, torch_allocators, frameworks, torch_training, views, examples, workflows, rehearsal, reliability,
-            cupti]
+            live, cupti]
 SCENARIOS = [scenario for family in FAMILIES for scenario in family.SCENARIOS]
 
 

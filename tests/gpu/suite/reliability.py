@@ -80,6 +80,11 @@ def scenario_torch_killed(ctx, expandable=False):
           f"recovered torch-owned live {row['by_source'].get('torch')} != memory_reserved() {facts['reserved']} "
           f"at step {facts['step']}; by_source {row['by_source']}")
     others = row["tracked_bytes"] - facts["reserved"]
+    # Flight format 4 (issue 18): the steps and the peak survive the kill too.
+    steps = [s["index"] for s in rep["steps"]]
+    check(steps and steps[-1] >= facts["step"] - 1, f"recovered steps {steps[:3]}..{steps[-3:]}, the run's last {facts['step']}")
+    check(row.get("peak") and row["peak"]["bytes"] >= row["tracked_bytes"] - 64 * MiB,
+          f"recovered peak {row.get('peak', {}) and row['peak']['bytes']} below the live {row['tracked_bytes']}")
     top, _ = program_line(rep, rep["sites"][0]["stack"])
     cap = rep["capture"]
     missing = [n for n in cap["notes"] if "missing" in n]
@@ -89,7 +94,8 @@ def scenario_torch_killed(ctx, expandable=False):
     return (f"killed at step {facts['step']}; flight file {reserved / MiB:.1f} MiB on disk ({size / MiB:.1f} MiB long, sparse); recovered in {took:.2f} s: live "
             f"{row['tracked_bytes'] / MiB:.1f} MiB in {cap['live_allocations']} allocations: torch "
             f"{row['by_source'].get('torch', 0) / MiB:.1f} MiB == memory_reserved() {facts['reserved'] / MiB:.1f} MiB, "
-            f"others {others / MiB:.1f} MiB; {cap['events_recorded']} events, {cap['events_dropped']} dropped; "
+            f"others {others / MiB:.1f} MiB; {len(steps)} steps (last {steps[-1]}), peak {row['peak']['bytes'] / MiB:.1f} MiB; "
+            f"{cap['events_recorded']} events, {cap['events_dropped']} dropped; "
             f"top site {os.path.basename(top['file']) + ':' + str(top['line']) if top else '?'}; by_source "
             f"{compact(row['by_source'])}")
 

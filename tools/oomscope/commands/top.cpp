@@ -117,7 +117,7 @@ public:
                 return kExitUsage;
             }
             report::Report r;
-            if (!interpret::snapshotReport(path, &r, &error)) {
+            if (!interpret::snapshotReport(path, &r, &error, false)) {
                 logError("top: " + error);
                 return kExitUsage;
             }
@@ -197,7 +197,8 @@ private:
             }
             report::Report r;
             std::string error;
-            if (!interpret::snapshotReport(file, &r, &error)) {
+            // Without the events: top shows none, and the ring is most of the file.
+            if (!interpret::snapshotReport(file, &r, &error, false)) {
                 lines.push_back(error);  // it ended while read, or its file went
                 continue;
             }
