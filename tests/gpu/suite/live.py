@@ -110,6 +110,10 @@ def scenario_torch_live(ctx):
         snap_seconds = time.monotonic() - started
         check(s.returncode == 0, f"snapshot: {s.stderr}")
         snap = t.load(s.stdout.strip())
+        view = subprocess.run([ctx.oomscope, "report", s.stdout.strip(), "--color", "never"], capture_output=True,
+                              text=True, timeout=120)
+        with open(os.path.join(out, "snapshot.txt"), "w") as f:
+            f.write(view.stdout + view.stderr)
         os.kill(pid, signal.SIGUSR2)
         request_path = wait_for(lambda: glob.glob(os.path.join(out, "oomscope-*-request.json")), 60,
                                 "the request report after SIGUSR2")[0]

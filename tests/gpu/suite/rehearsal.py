@@ -113,14 +113,18 @@ def will_it_fit(ctx, model, left_gib, grid, hi_limited, hi_full):
     check(abs(rehearsed - real) <= grid, f"{model} at {left_gib} GiB: rehearsed {rehearsed}, really shared {real}")
     rows.append(f"{model} at {left_gib} GiB: largest batch {rehearsed} rehearsed ({runs} runs, {secs:.0f} s), {real} "
                 f"with the GPU really shared (free left {free_left / GiB:.2f} GiB)")
-    # Prediction under 24 GiB: the rehearsed binary search is the truth there.
+    # Prediction under 24 GiB: the rehearsed binary search is the truth there (or a truth known
+    # from an earlier search on this software: known_truths; a device limit makes it the same on
+    # any card).
+    known = known_truths()
     if left_gib == 24:
         truth24, runs24, secs24 = rehearsed, runs, secs
     else:
-        truth24, runs24, secs24 = binary_search(limited(ctx, out, model, 24), grid, hi_limited)
+        truth24, runs24, secs24 = known.get(f"{model}:24") or binary_search(limited(ctx, out, model, 24), grid,
+                                                                             hi_limited)
     rows.append(compare(f"{model} under 24 GiB", oomscope_fit(ctx, out, model, 24), truth24, runs24, secs24))
-    # Prediction on the whole GPU.
-    truth, runs_full, secs_full = binary_search(plain(out, model, "full"), grid, hi_full)
+    # Prediction on the whole GPU (a known whole-card truth only holds for the card it was found on).
+    truth, runs_full, secs_full = known.get(f"{model}:full") or binary_search(plain(out, model, "full"), grid, hi_full)
     rows.append(compare(f"{model} on the whole GPU", oomscope_fit(ctx, out, model, None), truth, runs_full, secs_full))
     return "; ".join(rows)
 
