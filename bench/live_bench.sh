@@ -75,11 +75,29 @@ LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$dir" \
 pid=$!
 exec 3>"$dir/in"
 while ! grep -q ready "$dir/out" 2>/dev/null; do sleep 0.05; done
+# $1 = times file, the rest: the command.
+timed() {
+  local times=$1
+  shift
+  if [ -x /usr/bin/time ]; then  # GNU time for the peak memory where it is installed
+    /usr/bin/time -f "%e %M" -a -o "$times" "$@" >/dev/null
+  else
+    local t0
+    t0=$(date +%s%N)
+    "$@" >/dev/null
+    echo "$(( ($(date +%s%N) - t0) / 1000000 ))e-3 0" >>"$times"
+  fi
+}
 for i in $(seq 10); do
-  /usr/bin/time -f "%e %M" -a -o "$dir/times" "$build/bin/oomscope" snapshot "$pid" -o "$dir" >/dev/null
+  timed "$dir/times" "$build/bin/oomscope" snapshot "$pid" -o "$dir"
+  timed "$dir/top-times" "$build/bin/oomscope" top --once "$pid"
 done
 du -k "$dir"/*.flight | awk '{ printf "flight file: %.1f MiB on disk\n", $1 / 1024 }'
 echo stop >&3
 exec 3>&-
 wait "$pid"
-sort -n "$dir/times" | awk '{ t[NR] = $1; if ($2 > m) m = $2 } END { printf "one snapshot: median %.0f ms wall, max RSS %d KiB (10 runs)\n", t[int((NR + 1) / 2)] * 1000, m }'
+for what in times top-times; do
+  sort -n "$dir/$what" | awk -v what="$what" '{ t[NR] = $1; if ($2 > m) m = $2 } END {
+    printf "%s: median %.0f ms wall, max RSS %d KiB (10 runs; 0: no GNU time)\n",
+      what == "times" ? "oomscope snapshot" : "oomscope top --once (two reads, no events)", t[int((NR + 1) / 2)] * 1000, m }'
+done
