@@ -28,6 +28,13 @@ void writeEntry(LiveAllocation* slot, const LiveAllocation& entry) noexcept
     __atomic_store_n(&slot->address, entry.address, __ATOMIC_RELEASE);
 }
 
+// An emptied slot: its address alone says so (the other fields are left as they were; nothing
+// reads them in a slot without an address).
+void clearEntry(LiveAllocation* slot) noexcept
+{
+    __atomic_store_n(&slot->address, uint64_t(0), __ATOMIC_RELEASE);
+}
+
 } // namespace
 
 
@@ -172,7 +179,7 @@ std::optional<LiveAllocation> LiveMap::eraseIn(Shard& shard, uint64_t address) n
             hole = j;
         }
     }
-    writeEntry(&shard.slots[hole], LiveAllocation{});
+    clearEntry(&shard.slots[hole]);
     shard.used.store(shard.used.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     return found;
 }
