@@ -1,7 +1,8 @@
 // The flight-recorder file's layout: what the writer (flight_writer.h, in the traced process)
-// and the reader (src/interpret/flight_reader.h, in `oomscope recover`) agree on. Version 3,
-// little-endian, offsets from the start of the file: a 4 KiB header, the ring's slots, the
-// journal, the live-table arena, the VMM table, the counters. Header-only.
+// and the reader (src/interpret/flight_reader.h, in `oomscope recover`, `snapshot` and `top`)
+// agree on. Version 4, little-endian, offsets from the start of the file: a 4 KiB header, the
+// ring's slots, the journal, the live-table arena, the VMM table, the counters, the facts and
+// the step samples. Header-only.
 //
 // The file is as long as all regions at their largest, but sparse: only the header, the ring,
 // the counters and the first chunk of each other region have blocks reserved (fallocate) when it
