@@ -46,6 +46,17 @@ private:
     size_t m_size = 0;
 };
 
+// The file's ELF header, when it is a 64-bit ELF file.
+bool elfHeader(const MappedFile& file, Elf64_Ehdr* eh)
+{
+    const unsigned char* data = file.data();
+    if (!data || !file.contains(0, sizeof(Elf64_Ehdr)) || std::memcmp(data, ELFMAG, SELFMAG) != 0 ||
+        data[EI_CLASS] != ELFCLASS64)
+        return false;
+    std::memcpy(eh, data, sizeof(*eh));
+    return true;
+}
+
 } // namespace
 
 std::string demangle(const char* name)
@@ -66,12 +77,10 @@ std::string demangle(const char* name)
 bool ElfSymbols::read(const std::string& path)
 {
     MappedFile file(path);
-    const unsigned char* data = file.data();
-    if (!data || !file.contains(0, sizeof(Elf64_Ehdr)) || std::memcmp(data, ELFMAG, SELFMAG) != 0 ||
-        data[EI_CLASS] != ELFCLASS64)
-        return false;
     Elf64_Ehdr eh;
-    std::memcpy(&eh, data, sizeof(eh));
+    if (!elfHeader(file, &eh))
+        return false;
+    const unsigned char* data = file.data();
     if (eh.e_shentsize != sizeof(Elf64_Shdr) || !file.contains(eh.e_shoff, uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr)))
         return false;
     std::vector<Elf64_Shdr> sections(eh.e_shnum);
@@ -165,12 +174,10 @@ ResolvedFrame Symbolizer::resolve(uint64_t pc)
 bool readElfFileFacts(const std::string& path, ElfFileFacts* facts)
 {
     MappedFile file(path);
-    const unsigned char* data = file.data();
-    if (!data || !file.contains(0, sizeof(Elf64_Ehdr)) || std::memcmp(data, ELFMAG, SELFMAG) != 0 ||
-        data[EI_CLASS] != ELFCLASS64)
-        return false;
     Elf64_Ehdr eh;
-    std::memcpy(&eh, data, sizeof(eh));
+    if (!elfHeader(file, &eh))
+        return false;
+    const unsigned char* data = file.data();
     facts->fixedAddress = eh.e_type == ET_EXEC;
     if (eh.e_phentsize != sizeof(Elf64_Phdr) || !file.contains(eh.e_phoff, uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr)))
         return true;

@@ -1,5 +1,9 @@
 #include "flight_target.h"
 
+#include "command.h"
+
+#include "report/report_file.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -7,6 +11,7 @@
 #include <strings.h>
 #include <dirent.h>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -134,6 +139,23 @@ std::vector<std::string> liveFlightFiles(const std::string& dir)
     ::closedir(d);
     std::sort(out.begin(), out.end());
     return out;
+}
+
+int writeReportBeside(const report::Report& r, const std::string& flightFile, const std::string& outputDir,
+                      const std::string& command)
+{
+    std::string dir = outputDir;
+    if (dir.empty()) {
+        const size_t slash = flightFile.rfind('/');
+        dir = slash == std::string::npos ? "." : slash == 0 ? "/" : flightFile.substr(0, slash);
+    }
+    const report::WriteResult written = report::writeReportFile(r, dir, report::reportStem(r));
+    if (!written.ok) {
+        logError(command + ": " + written.error);
+        return kExitUsage;
+    }
+    std::cout << written.path << "\n";
+    return kExitOk;
 }
 
 } // namespace oomscope::cli

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace oomscope::report {
+struct Report;
+}
+
 namespace oomscope::cli {
 
 // A PID (all digits) or a path. The flight file it names, or false with *error: no such
@@ -16,5 +20,11 @@ bool flightFileOf(const std::string& target, std::string* path, std::string* err
 
 // The *.flight files in dir whose process (the PID in the name) is running on this host.
 std::vector<std::string> liveFlightFiles(const std::string& dir);
+
+// A report read from a flight file (recover, snapshot) written atomically into outputDir, or
+// next to the file when outputDir is empty; its path on stdout. The exit status: 0, or 2 with
+// one line (`command: why`) when it cannot be written.
+int writeReportBeside(const report::Report& r, const std::string& flightFile, const std::string& outputDir,
+                      const std::string& command);
 
 } // namespace oomscope::cli

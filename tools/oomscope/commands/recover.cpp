@@ -1,13 +1,12 @@
 // oomscope recover FILE: the flight-recorder file of a process that ended without a report,
 // turned into one (written atomically next to the file, or into -o DIR). The file stays.
 #include "command.h"
+#include "flight_target.h"
 
 #include "interpret/recover.h"
-#include "report/report_file.h"
 
 #include <CLI/CLI.hpp>
 
-#include <iostream>
 
 namespace oomscope::cli {
 namespace {
@@ -31,18 +30,7 @@ public:
             logError("recover: " + error);
             return kExitUsage;
         }
-        std::string dir = m_outputDir;
-        if (dir.empty()) {
-            const size_t slash = m_file.rfind('/');
-            dir = slash == std::string::npos ? "." : slash == 0 ? "/" : m_file.substr(0, slash);
-        }
-        const report::WriteResult written = report::writeReportFile(r, dir, report::reportStem(r));
-        if (!written.ok) {
-            logError("recover: " + written.error);
-            return kExitUsage;
-        }
-        std::cout << written.path << "\n";
-        return kExitOk;
+        return writeReportBeside(r, m_file, m_outputDir, "recover");
     }
 
 private:

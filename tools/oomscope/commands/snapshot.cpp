@@ -5,11 +5,9 @@
 #include "flight_target.h"
 
 #include "interpret/recover.h"
-#include "report/report_file.h"
 
 #include <CLI/CLI.hpp>
 
-#include <iostream>
 
 namespace oomscope::cli {
 namespace {
@@ -37,18 +35,7 @@ public:
             logError("snapshot: " + error);
             return kExitUsage;
         }
-        std::string dir = m_outputDir;
-        if (dir.empty()) {
-            const size_t slash = file.rfind('/');
-            dir = slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
-        }
-        const report::WriteResult written = report::writeReportFile(r, dir, report::reportStem(r));
-        if (!written.ok) {
-            logError("snapshot: " + written.error);
-            return kExitUsage;
-        }
-        std::cout << written.path << "\n";
-        return kExitOk;
+        return writeReportBeside(r, file, m_outputDir, "snapshot");
     }
 
 private:
