@@ -142,6 +142,14 @@ def test_recover_after_sigkill_has_the_peak_the_steps_and_the_devices(build, tmp
     assert "keep_history" in view.stdout and "per step" in view.stdout, view.stdout
 
 
+def tmux(*args, **kw):
+    """tmux without the sanitizer runtime the tests put in LD_PRELOAD (conftest.py): tmux is not a
+    sanitizer build, and its server does not start with libtsan preloaded. The oomscope it runs
+    is linked with its runtime."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    return subprocess.run(["tmux", *args], env=env, capture_output=True, text=True, timeout=30, **kw)
+
+
 def test_top_in_a_terminal_shows_the_process_its_growth_and_the_leaking_site(build, tmp_path):
     if not shutil.which("tmux"):
         pytest.skip("tmux is not installed (make deps installs it)")
@@ -150,13 +158,12 @@ def test_top_in_a_terminal_shows_the_process_its_growth_and_the_leaking_site(bui
     try:
         # The leak verdict needs warm-up and 6 steps after it: 20 steps in.
         wait_for_steps(build, proc, tmp_path / "wait", 20)
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50",
-                        f"{build.oomscope} top --interval 0.2 {tmp_path}"], check=True, timeout=30)
+        tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50",
+             f"{build.oomscope} top --interval 0.2 {tmp_path}", check=True)
         deadline = time.monotonic() + 60
         screen = ""
         while time.monotonic() < deadline:
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True,
-                                    timeout=30).stdout
+            screen = tmux("capture-pane", "-p", "-t", session).stdout
             if "LEAK" in screen:
                 break
         assert "LEAK" in screen, screen
@@ -164,15 +171,14 @@ def test_top_in_a_terminal_shows_the_process_its_growth_and_the_leaking_site(bui
         assert "growth +1.00 MiB/step" in screen
         assert "keep_history" in screen
         assert "oomscope fakecuda" in screen
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True, timeout=30)
+        tmux("send-keys", "-t", session, "q", check=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if subprocess.run(["tmux", "has-session", "-t", session], capture_output=True).returncode != 0:
+            if tmux("has-session", "-t", session).returncode != 0:
                 break
-        assert subprocess.run(["tmux", "has-session", "-t", session], capture_output=True).returncode != 0, \
-            "top did not end on q"
+        assert tmux("has-session", "-t", session).returncode != 0, "top did not end on q"
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        tmux("kill-session", "-t", session)
         stop(proc)
     # Without a terminal: one frame of plain text.
     once = subprocess.run([build.oomscope, "top", "--once", str(proc.pid)], capture_output=True, text=True, timeout=60)

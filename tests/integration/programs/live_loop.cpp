@@ -6,7 +6,8 @@
 //   live_loop leak: a training-style loop, oomscope_step() after each step; each step's work
 //     buffer is freed, and one 1 MiB buffer a step is kept by keep_history() (the leak `top`
 //     must name). Prints "ready" after the first step. Paced at about 200 steps a second (the
-//     workload, not a synchronisation), at most 3000 steps.
+//     workload, not a synchronisation), at most 12000 steps (a minute: longer than any test looks, so that
+//     a slow, sanitized run still sees it running; 12 GiB on the 16 GiB fake device, unbacked).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -95,7 +96,7 @@ int churn(int threads)
 int leak()
 {
     auto step = reinterpret_cast<void (*)(const char*)>(dlsym(RTLD_DEFAULT, "oomscope_step"));
-    for (int i = 0; i < 3000 && !stdinReady(); ++i) {
+    for (int i = 0; i < 12000 && !stdinReady(); ++i) {
         train_step();
         keep_history();
         if (step)
