@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <elf.h>
 #include <fcntl.h>
 #include <map>
 #include <unordered_set>
