@@ -199,6 +199,29 @@ def test_top_once_prints_one_plain_frame(build, tmp_path):
     assert f"pid {proc.pid}" in r.stdout and "top sites by live bytes:" in r.stdout
 
 
+def test_top_of_a_folder_shows_its_running_ranks_in_rank_order_and_only_those(build, tmp_path):
+    # Three ranks started out of order, one of them killed (its file stays for `recover`), and a
+    # copy of a flight file named after a process that runs here but does not hold it (a PID
+    # given to another process, or a rank's file on another node of a shared folder).
+    procs = {rank: start(build, "churn", tmp_path, "1", RANK=str(rank), WORLD_SIZE="3") for rank in (2, 0, 1)}
+    try:
+        procs[1].send_signal(signal.SIGKILL)
+        procs[1].communicate(timeout=60)
+        flights = sorted(f for f in os.listdir(tmp_path) if f.endswith(".flight"))
+        assert len(flights) == 3
+        host = flights[0][len("oomscope-"):flights[0].rindex("-")]
+        shutil.copyfile(tmp_path / flights[0], tmp_path / f"oomscope-{host}-{os.getpid()}.flight")
+        r = subprocess.run([build.oomscope, "top", "--once", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    finally:
+        for rank in (0, 2):
+            stop(procs[rank])
+    assert r.returncode == 0, r.stderr
+    assert "2 processes" in r.stdout.splitlines()[0], r.stdout
+    heads = [l for l in r.stdout.splitlines() if l.startswith("pid ")]
+    assert heads == [l for l in heads if f"pid {procs[0].pid}  rank 0/3" in l or f"pid {procs[2].pid}  rank 2/3" in l]
+    assert [l.split()[3] for l in heads] == ["0/3", "2/3"], heads
+
+
 def one_error_line(r, text):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and text in r.stderr, r.stderr

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 #include <strings.h>
 #include <dirent.h>
@@ -132,9 +131,16 @@ std::vector<std::string> liveFlightFiles(const std::string& dir)
         const long pid = pidOfName(name);
         if (name.rfind("oomscope-", 0) != 0 || pid <= 0)
             continue;
-        if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
-            continue;  // its process is gone: `oomscope recover` reads it
-        out.push_back(dir + "/" + name);
+        // Running here means: the process of that PID has this very file mapped. A PID alone
+        // would take in a file left by a killed process whose PID was given to another, or a
+        // rank's file on another node of a shared folder whose PID happens to run here too.
+        const std::string file = dir + "/" + name;
+        std::string mapped, error;
+        struct stat listed {}, held {};
+        if (!flightFileOf(std::to_string(pid), &mapped, &error) || ::stat(file.c_str(), &listed) != 0 ||
+            ::stat(mapped.c_str(), &held) != 0 || listed.st_dev != held.st_dev || listed.st_ino != held.st_ino)
+            continue;  // gone (`oomscope recover` reads its file), or not this file's process
+        out.push_back(file);
     }
     ::closedir(d);
     std::sort(out.begin(), out.end());

@@ -18,7 +18,8 @@ namespace oomscope::cli {
 // flight file (OOMSCOPE_FLIGHT=0, or no CUDA call yet).
 bool flightFileOf(const std::string& target, std::string* path, std::string* error);
 
-// The *.flight files in dir whose process (the PID in the name) is running on this host.
+// The *.flight files in dir whose process (the PID in the name) runs on this host and has that
+// file mapped.
 std::vector<std::string> liveFlightFiles(const std::string& dir);
 
 // A report read from a flight file (recover, snapshot) written atomically into outputDir, or

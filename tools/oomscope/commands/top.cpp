@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <ctime>
@@ -20,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <termios.h>
+#include <tuple>
 #include <unistd.h>
 
 namespace oomscope::cli {
@@ -189,20 +191,32 @@ private:
                 where += (where.empty() ? "" : ", ") + t;
             lines.push_back("no running process under oomscope has a flight-recorder file in " + where);
         }
-        for (const std::string& file : targets) {
-            lines.emplace_back();
-            if (file[0] == '!') {
-                lines.push_back(file.substr(1));
-                continue;
-            }
-            report::Report r;
+        // Read them all, then show them in rank order (a job's ranks as torchrun numbers them),
+        // processes without a rank after, by PID; what could not be read says so where it was.
+        struct Block {
+            report::Report report;
             std::string error;
+        };
+        std::vector<Block> blocks(targets.size());
+        for (size_t i = 0; i < targets.size(); ++i) {
+            if (targets[i][0] == '!')
+                blocks[i].error = targets[i].substr(1);
             // Without the events: top shows none, and the ring is most of the file.
-            if (!interpret::snapshotReport(file, &r, &error, false)) {
-                lines.push_back(error);  // it ended while read, or its file went
+            else if (!interpret::snapshotReport(targets[i], &blocks[i].report, &blocks[i].error, false))
+                blocks[i].error = blocks[i].error.empty() ? "cannot read " + targets[i] : blocks[i].error;
+        }
+        const auto key = [](const Block& b) {
+            const report::Process& p = b.report.process;
+            return std::make_tuple(!b.error.empty(), !p.rank.has_value(), p.rank.value_or(0), p.pid);
+        };
+        std::stable_sort(blocks.begin(), blocks.end(), [&](const Block& a, const Block& b) { return key(a) < key(b); });
+        for (const Block& b : blocks) {
+            lines.emplace_back();
+            if (!b.error.empty()) {
+                lines.push_back(b.error);  // it ended while read, or its file went
                 continue;
             }
-            for (std::string& l : report::topBlock(r, options, width))
+            for (std::string& l : report::topBlock(b.report, options, width))
                 lines.push_back(std::move(l));
         }
         return lines;
