@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What looking costs the program looked at (issue 18): live_loop churn THREADS (threads that
 # allocate and free on the fake device at full speed) for SECONDS, alone and with
-# `oomscope top --interval 1` reading its flight file the whole time (a snapshot a second,
-# the rate a user watching it asks for), alternating A B B A so that drifts of the machine's
-# speed fall on both. Prints each run's allocation+free pairs per second, the medians and the
+# `oomscope top --interval 1` reading its flight file the whole time (a frame a second, the
+# rate a user watching it asks for), and with `oomscope snapshot` taking a whole report a second,
+# alternating A B C C B A so that drifts of the machine's speed fall on all three. Prints each run's allocation+free pairs per second, the medians and the
 # change; then how long one snapshot takes (the reader's own cost, which is the looker's CPU,
 # not the program's). Pick THREADS below the machine's CPUs: the looker needs a CPU of its own
 # or the comparison measures the scheduler.
@@ -20,9 +20,9 @@ export FAKECUDA_UNBACKED=1 FAKECUDA_CAPACITY=16GiB OOMSCOPE_EXIT_REPORT=0 OOMSCO
 fake=$(cd -P "$build/fakecuda/lib" && pwd)
 export LD_LIBRARY_PATH="$fake:$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
-echo "live_loop churn $threads for $seconds s a run, $rounds rounds of A (alone) B (top -n 1) B A"
+echo "live_loop churn $threads for $seconds s a run, $rounds rounds of A (alone) B (top, a frame a second) C (a snapshot a second) C B A"
 
-# One run: prints pairs per second. $1 = watch (0|1).
+# One run: prints pairs per second. $1 = who looks: 0 none, 1 top, 2 snapshots.
 one() {
   local dir="$out/run$RANDOM" fifo
   mkdir -p "$dir"
@@ -40,6 +40,15 @@ one() {
   if [ "$1" = 1 ]; then
     "$build/bin/oomscope" top --interval 1 "$pid" >"$dir/top" 2>&1 &
     top=$!
+  elif [ "$1" = 2 ]; then
+    mkdir -p "$dir/snaps"
+    # pacing, a report a second as a user's cron or watch would ask (not synchronisation)
+    (while kill -0 "$pid" 2>/dev/null; do
+       "$build/bin/oomscope" snapshot "$pid" -o "$dir/snaps" >/dev/null 2>&1 || true
+       rm -f "$dir/snaps"/*.json
+       sleep 1
+     done) &
+    top=$!
   fi
   sleep "$seconds"
   echo stop >&3
@@ -48,23 +57,24 @@ one() {
   if [ -n "$top" ]; then
     kill "$top" 2>/dev/null || true
     wait "$top" 2>/dev/null || true
-    grep -c "^oomscope top " "$dir/top" >"$dir/frames"
   fi
   # "ops N seconds S": N allocations (each with its free), S from the first thread's start.
   awk '/^ops/ { printf "%.0f\n", $2 / $4 }' "$dir/out"
   rm -rf "$dir"
 }
 
-a=() b=()
+a=() b=() c=()
 for round in $(seq "$rounds"); do
-  x=$(one 0); y=$(one 1); z=$(one 1); w=$(one 0)
-  a+=("$x" "$w"); b+=("$y" "$z")
-  echo "round $round: alone $x $w  watched $y $z  pairs/s"
+  x=$(one 0); y=$(one 1); s1=$(one 2); s2=$(one 2); z=$(one 1); w=$(one 0)
+  a+=("$x" "$w"); b+=("$y" "$z"); c+=("$s1" "$s2")
+  echo "round $round: alone $x $w  top $y $z  snapshots $s1 $s2  pairs/s"
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ma=$(median "${a[@]}")
 mb=$(median "${b[@]}")
-awk -v a="$ma" -v b="$mb" 'BEGIN { printf "median: alone %.0f, watched %.0f pairs/s: %+.2f %%\n", a, b, (b - a) / a * 100 }'
+mc=$(median "${c[@]}")
+awk -v a="$ma" -v b="$mb" -v c="$mc" 'BEGIN { printf "median: alone %.0f, top %.0f (%+.2f %%), snapshots %.0f (%+.2f %%) pairs/s\n",
+  a, b, (b - a) / a * 100, c, (c - a) / a * 100 }'
 
 # The reader's cost: ten snapshots of a running churn, timed.
 dir="$out/snap"
