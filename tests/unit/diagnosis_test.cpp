@@ -420,6 +420,56 @@ TEST_CASE("leaks: tensors by Python line win over segments; device counters when
     CHECK(blameLeak(counters, leaks[0], nullptr).remedy.find("OOMSCOPE_TORCH_HISTORY") != std::string::npos);
 }
 
+TEST_CASE("leaks: the allocated counter grows; the segment site that grows with it names the line", "[diagnosis][leaks]")
+{
+    // PyTorch without its history: allocated grows 4 MiB a step; the captured sites are the
+    // allocator's segments: stack 7 (train.py:52, an .append) reserves 4 MiB more every step
+    // after warm-up, stack 9 warmed up over the first steps and then stays.
+    auto loop = [](uint64_t growingPerStep) {
+        Report r = base();
+        r.capture.backends = {"interpose", "torch"};
+        addStack(r, 7, {py("/home/user/train.py", 52, "train")});
+        addStack(r, 9, {py("/home/user/train.py", 40, "train")});
+        for (int i = 0; i < 40; ++i) {
+            Step s;
+            s.index = uint64_t(i + 1);
+            StepDevice d;
+            d.allocatedBytes = 300 * MiB + uint64_t(i) * 4 * MiB;
+            d.reservedBytes = 2 * GiB;
+            s.devices.push_back(d);
+            s.sites.push_back(StepSite{9, 0, std::min<uint64_t>(uint64_t(i), 3) * 256 * MiB});
+            s.sites.push_back(StepSite{7, 0, 2 * MiB + uint64_t(i) * growingPerStep});
+            r.steps.push_back(s);
+        }
+        return r;
+    };
+    const Report r = loop(4 * MiB);
+    const auto leaks = findLeaks(r);
+    REQUIRE(leaks.size() == 1);
+    CHECK(leaks[0].level == LeakLevel::Device);
+    CHECK_FALSE(leaks[0].stack);
+    REQUIRE(leaks[0].reservedStack);
+    CHECK(*leaks[0].reservedStack == 7u);
+    CHECK(leaks[0].reservedPerStep == Approx(double(4 * MiB)));
+    const auto source = sourceOf({{{"/home/user/train.py", 52}, "        history.append(model(val_x).mean())"}});
+    const LeakBlame blame = blameLeak(r, leaks[0], source);
+    REQUIRE(blame.frame);
+    CHECK(blame.frame->line == 52);
+    CHECK(blame.pattern == "tensors accumulated in a list across steps");
+    const LeakBlame plain = blameLeak(r, leaks[0], nullptr);
+    CHECK(plain.pattern.find("reserves more at this line") != std::string::npos);
+    const auto entries = leakEntries(r, leaks, source);
+    REQUIRE(entries.size() == 1);
+    CHECK(entries[0].stack == 7u);
+    CHECK(entries[0].evidence.find("the allocator reserves 4.00 MiB more per step at /home/user/train.py:52") !=
+          std::string::npos);
+    // A site that grows by less than half the counter's growth is not where it grows.
+    const auto slow = findLeaks(loop(1 * MiB));
+    REQUIRE(slow.size() == 1);
+    CHECK_FALSE(slow[0].reservedStack);
+    CHECK_FALSE(blameLeak(loop(1 * MiB), slow[0], nullptr).frame);
+}
+
 TEST_CASE("leaks: memory never freed at exit, only without a caching allocator", "[diagnosis][leaks]")
 {
     Report r = base();

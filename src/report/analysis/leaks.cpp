@@ -176,6 +176,35 @@ void deviceLeaks(const Window& w, const LeakOptions& o, const std::set<int64_t>&
     }
 }
 
+// A device-level finding's captured site: the step samples' sites on its device (segments, for
+// a caching allocator, whose warm-up growth is over by the window) that grew steadily with it,
+// the one that grew most, when that is at least half the device's growth per step.
+void reservedSites(const Window& w, const LeakOptions& o, std::vector<LeakFinding>& out)
+{
+    for (LeakFinding& f : out) {
+        if (f.level != LeakLevel::Device)
+            continue;
+        std::map<uint32_t, std::vector<std::optional<uint64_t>>> series;
+        for (size_t i = 0; i < w.steps.size(); ++i) {
+            for (const StepSite& site : w.steps[i]->sites) {
+                if (site.device != f.device || site.stack == 0)
+                    continue;
+                auto& values = series[site.stack];
+                values.resize(w.index.size());
+                values[i] = site.bytes;
+            }
+        }
+        for (auto& [stack, values] : series) {
+            values.resize(w.index.size());
+            const auto g = growth(values, w.index, o);
+            if (g && g->bytesPerStep >= 0.5 * f.bytesPerStep && g->bytesPerStep > f.reservedPerStep) {
+                f.reservedStack = stack;
+                f.reservedPerStep = g->bytesPerStep;
+            }
+        }
+    }
+}
+
 // Never freed at exit, in a program without a caching allocator.
 void exitLeaks(const Report& r, const LeakOptions& o, std::vector<LeakFinding>& out)
 {
@@ -228,6 +257,7 @@ std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
         std::set<int64_t> explained;  // devices with a leak found at stack level
         stackLeaks(r, w, o, explained, out);
         deviceLeaks(w, o, explained, out);
+        reservedSites(w, o, out);
     }
     exitLeaks(r, o, out);
     std::stable_sort(out.begin(), out.end(), [](const LeakFinding& a, const LeakFinding& b) {
@@ -239,7 +269,8 @@ std::vector<LeakFinding> findLeaks(const Report& r, const LeakOptions& o)
 LeakBlame blameLeak(const Report& r, const LeakFinding& leak, const SourceLine& source)
 {
     LeakBlame blame;
-    const Stack* stack = leak.stack ? r.findStack(*leak.stack) : nullptr;
+    const std::optional<uint32_t> id = leak.stack ? leak.stack : leak.reservedStack;
+    const Stack* stack = id ? r.findStack(*id) : nullptr;
     if (stack) {
         // The program's own frames, innermost first: the first whose line accumulates.
         for (const Frame& f : stack->frames) {
@@ -275,7 +306,9 @@ LeakBlame blameLeak(const Report& r, const LeakFinding& leak, const SourceLine& 
                        "--fail-on peak instead";
         break;
     case LeakLevel::Device:
-        blame.pattern = "the allocator's live memory grows every step";
+        blame.pattern = blame.frame ? "the allocator's live memory grows every step, and it reserves more at this "
+                                      "line every step"
+                                    : "the allocator's live memory grows every step";
         blame.remedy = "rerun with OOMSCOPE_TORCH_HISTORY=1 (oomscope run --check does) to name the line that "
                        "allocates what stays alive";
         break;
@@ -403,7 +436,7 @@ std::vector<Leak> leakEntries(const Report& r, const std::vector<LeakFinding>& f
         const LeakFinding& f = b.leak;
         const LeakBlame& blame = b.blame;
         Leak leak;
-        leak.stack = f.stack.value_or(0);
+        leak.stack = f.stack.value_or(f.reservedStack.value_or(0));
         leak.pattern = blame.pattern;
         leak.bytesPerStep = int64_t(f.bytesPerStep);
         leak.stepsObserved = f.steps;
@@ -419,7 +452,10 @@ std::vector<Leak> leakEntries(const Report& r, const std::vector<LeakFinding>& f
         leak.heldBy = b.heldBy;
         if (leak.heldBy)
             evidence += "; " + describeRetainer(*leak.heldBy);
-        if (blame.frame)
+        if (blame.frame && !f.stack && f.reservedStack)
+            evidence += "; the allocator reserves " + formatBytes(uint64_t(f.reservedPerStep)) + " more per step at " +
+                        describeFrame(r, *blame.frame);
+        else if (blame.frame)
             evidence += std::string(leak.heldBy ? "; allocated at " : "; ") + describeFrame(r, *blame.frame);
         if (!blame.text.empty())
             evidence += ": " + blame.text;

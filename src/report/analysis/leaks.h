@@ -1,7 +1,8 @@
 // Leak patterns across steps: a stack whose live bytes keep growing after warm-up, from the
 // per-step samples of a report (steps[].tensors: PyTorch's tensors by Python stack, when its
 // history was on; otherwise steps[].sites: what the capture sees); without any, the device
-// counters (allocated or tracked bytes) growing; and, in programs without a caching
+// counters (allocated or tracked bytes) growing, pointed at the captured site that grows with
+// them where one does (a caching allocator's segments); and, in programs without a caching
 // allocator, memory never freed at exit. Pure functions: the source text of a line is handed
 // in by the caller (the CLI reads files; tests pass strings).
 #pragma once
@@ -35,6 +36,13 @@ struct LeakFinding {
     size_t steps = 0;               // steps the growth was observed over
     uint64_t firstStep = 0;         // step indexes of the observation window
     uint64_t lastStep = 0;
+    // Device level only: the captured site (a caching allocator's segments, by the stack that
+    // made it reserve them) that grew steadily over the same window by at least half the
+    // device's growth per step: the line where the allocator has to reserve more every step,
+    // which without the framework's history is the nearest the capture comes to the line that
+    // keeps memory alive.
+    std::optional<uint32_t> reservedStack;
+    double reservedPerStep = 0;
 };
 
 // Returns the source text of file:line, or "" when unknown.

@@ -4,6 +4,7 @@ pseudo-terminal), shows the growth per step and names the leaking line while the
 `oomscope recover` after SIGKILL has the peak and the steps."""
 
 import glob
+import json
 import os
 import pty
 import re
@@ -40,9 +41,13 @@ def line_of(rep, stack_id):
     return f"{os.path.basename(frame['file'])}:{frame['line']}" if frame else "?"
 
 
+def leak_row(frame):
+    return next((l.strip() for l in frame.splitlines() if l.strip().startswith("LEAK ")), "")
+
+
 def watch_in_a_terminal(ctx, pid, out, until, seconds=90):
-    """oomscope top in a pseudo-terminal (what ssh gives it) until the screen holds every
-    string of `until`; then q. Returns the last frame as plain text and the seconds it took."""
+    """oomscope top in a pseudo-terminal (what ssh gives it) until until(frame) holds for the
+    last whole frame; then q. Returns that frame as plain text and the seconds it took."""
     master, slave = pty.openpty()
     started = time.monotonic()
     top = subprocess.Popen([ctx.oomscope, "top", "--interval", "0.5", str(pid)], stdin=slave, stdout=slave,
@@ -63,7 +68,7 @@ def watch_in_a_terminal(ctx, pid, out, until, seconds=90):
             frames = raw.decode(errors="replace").split("\x1b[H")
             if len(frames) >= 3:
                 frame = ESCAPE.sub("", frames[-2]).replace("\r", "")
-                if all(u in frame for u in until):
+                if until(frame):
                     break
         took = time.monotonic() - started
         os.write(master, b"q")
@@ -133,9 +138,10 @@ def scenario_torch_live(ctx):
         # 2. The job goes on; top watches it in a terminal until it names the leak.
         proc.stdin.write("go\n")
         proc.stdin.flush()
-        wanted = ("LEAK", f"torch_live.py:{leak_line}", "growth +")
-        frame, took = watch_in_a_terminal(ctx, pid, out, wanted)
-        check(all(w in frame for w in wanted), f"top never showed {wanted}; last frame:\n{frame}")
+        # The leak verdict names the leaking line itself (not only a top site at that line).
+        named = lambda frame: "growth +" in frame and f"torch_live.py:{leak_line} " in leak_row(frame)
+        frame, took = watch_in_a_terminal(ctx, pid, out, named)
+        check(named(frame), f"top never named torch_live.py:{leak_line} in its LEAK row; last frame:\n{frame}")
         facts = t.load(facts_path)
         check(proc.poll() is None, "the job ended before top named its leak")
         growth = re.search(r"growth \+([0-9.]+) (KiB|MiB|GiB)/step \((allocated|tracked)", frame)
@@ -145,9 +151,8 @@ def scenario_torch_live(ctx):
         truth_per_step = (facts["allocated"] - paused["allocated"]) / max(1, facts["step"] - paused["step"])
         check(abs(per_step - truth_per_step) <= 0.05 * truth_per_step,
               f"top's growth {per_step / MiB:.2f} MiB/step, memory_allocated() grew {truth_per_step / MiB:.2f} MiB/step")
-        leak_row = next(l.strip() for l in frame.splitlines() if "LEAK" in l)
         rows.append(f"top ({took:.1f} s after the pause, job at step {facts['step']}): "
-                    f"'{growth.group(0)}' vs memory_allocated() {truth_per_step / MiB:+.2f} MiB/step; '{leak_row}'")
+                    f"'{growth.group(0)}' vs memory_allocated() {truth_per_step / MiB:+.2f} MiB/step; '{leak_row(frame)}'")
 
         # 3. SIGKILL mid-run; recover gives the peak and the steps.
         os.kill(pid, signal.SIGKILL)
@@ -165,6 +170,11 @@ def scenario_torch_live(ctx):
         check(row.get("peak") and row["peak"]["bytes"] >= row["tracked_bytes"] - 64 * MiB,
               f"recovered peak {row.get('peak')} vs tracked {row['tracked_bytes']}")
         check(rep["devices"][0].get("name"), "no device name in the recovered report")
+        leaks = subprocess.run([ctx.oomscope, "report", rec.stdout.strip(), "--format", "json"], capture_output=True,
+                               text=True, timeout=120)
+        analyzed = json.loads(leaks.stdout) if leaks.returncode == 0 else {}
+        check(analyzed.get("leaks") and line_of(analyzed, analyzed["leaks"][0]["stack"]) == f"torch_live.py:{leak_line}",
+              f"the recovered report's leak is not at torch_live.py:{leak_line}: {analyzed.get('leaks')} {leaks.stderr}")
         notes = [n for n in rep["capture"]["notes"] if "no peak" in n or "no steps" in n]
         check(not notes, f"the recovered report still says {notes}")
         rendered = subprocess.run([ctx.oomscope, "report", rec.stdout.strip(), "--color", "never"],
@@ -174,6 +184,7 @@ def scenario_torch_live(ctx):
         rows.append(f"recovered after SIGKILL at step {facts['step']}: {len(rep['steps'])} steps "
                     f"({rep['steps'][0]['index']}..{rep['steps'][-1]['index']}), peak {row['peak']['bytes'] / MiB:.0f} MiB, "
                     f"tracked {row['tracked_bytes'] / MiB:.0f} MiB, top site {line_of(rep, rep['sites'][0]['stack'])}, "
+                    f"leak at {line_of(analyzed, analyzed['leaks'][0]['stack'])}, "
                     f"device {rep['devices'][0]['name']}")
     finally:
         if proc.poll() is None:
