@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # What looking costs the program looked at (issue 18): live_loop churn THREADS (threads that
-# allocate and free on the fake device at full speed) for SECONDS, alone and with
-# `oomscope top --interval 1` reading its flight file the whole time (a frame a second, the
-# rate a user watching it asks for), and with `oomscope snapshot` taking a whole report a second,
-# alternating A B C C B A so that drifts of the machine's speed fall on all three. Prints each run's allocation+free pairs per second, the medians and the
-# change; then how long one snapshot takes (the reader's own cost, which is the looker's CPU,
-# not the program's). Pick THREADS below the machine's CPUs: the looker needs a CPU of its own
-# or the comparison measures the scheduler.
+# allocate and free on the fake device at full speed), its rate of allocation+free pairs in
+# windows of SECONDS: alone (A), with `oomscope top --interval 1` reading its flight file (B: a
+# frame a second, the rate a user watching it asks for), and with `oomscope snapshot` taking a
+# whole report a second (C), in the order A B C C B A within one process per round. Windows of
+# one process compare far better than separate runs (a run's rate depends on where its threads
+# and pages land: separate runs of one configuration differed by 3-6 %, more than the effect).
+# Prints each round's rates and ratios, the median ratios, and the noise floor (the two A
+# windows of a round against each other); then how long one snapshot and one top frame take
+# (the looker's own CPU, not the program's). Pick THREADS below the machine's CPUs: the looker
+# needs a CPU of its own or the comparison measures the scheduler.
 # Usage: bench/live_bench.sh BUILD_DIR [THREADS] [SECONDS] [ROUNDS]
 #   (BUILD_DIR holds bin/oomscope, lib/liboomscope.so, fakecuda/bin/live_loop, fakecuda/lib)
 set -eu
@@ -20,61 +23,74 @@ export FAKECUDA_UNBACKED=1 FAKECUDA_CAPACITY=16GiB OOMSCOPE_EXIT_REPORT=0 OOMSCO
 fake=$(cd -P "$build/fakecuda/lib" && pwd)
 export LD_LIBRARY_PATH="$fake:$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
-echo "live_loop churn $threads for $seconds s a run, $rounds rounds of A (alone) B (top, a frame a second) C (a snapshot a second) C B A"
+echo "live_loop churn $threads, windows of $seconds s, $rounds rounds of A (alone) B (top, a frame a second) C (a snapshot a second) C B A, one process a round"
 
-# One run: prints pairs per second. $1 = who looks: 0 none, 1 top, 2 snapshots.
-one() {
-  local dir="$out/run$RANDOM" fifo
-  mkdir -p "$dir"
-  fifo="$dir/in"
-  mkfifo "$fifo"
-  LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$dir" \
-    "$build/fakecuda/bin/live_loop" churn "$threads" <"$fifo" >"$dir/out" 2>"$dir/err" &
-  local pid=$!
-  exec 3>"$fifo"  # the program runs until a line arrives here
-  while ! grep -q ready "$dir/out" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || { cat "$dir/err" >&2; return 1; }
-    sleep 0.05
-  done
-  local top=""
+# The program's pairs so far and its clock: "N S" (it answers a "count" line on its stdin).
+count() {
+  local n
+  n=$(( $(grep -c '^count' "$dir/out" || true) + 1 ))
+  echo count >&3
+  while [ "$(grep -c '^count' "$dir/out" || true)" -lt "$n" ]; do sleep 0.01; done
+  grep '^count' "$dir/out" | sed -n "${n}p" | awk '{ print $2, $4 }'
+}
+
+# One window: pairs per second while $1 looks (0 nobody, 1 top, 2 a snapshot a second).
+window() {
+  local looker=""
   if [ "$1" = 1 ]; then
-    "$build/bin/oomscope" top --interval 1 "$pid" >"$dir/top" 2>&1 &
-    top=$!
+    "$build/bin/oomscope" top --interval 1 "$pid" >/dev/null 2>&1 &
+    looker=$!
   elif [ "$1" = 2 ]; then
     mkdir -p "$dir/snaps"
     # pacing, a report a second as a user's cron or watch would ask (not synchronisation)
-    (while kill -0 "$pid" 2>/dev/null; do
+    (while :; do
        "$build/bin/oomscope" snapshot "$pid" -o "$dir/snaps" >/dev/null 2>&1 || true
        rm -f "$dir/snaps"/*.json
        sleep 1
      done) &
-    top=$!
+    looker=$!
   fi
+  local before after
+  before=$(count)
   sleep "$seconds"
+  after=$(count)
+  if [ -n "$looker" ]; then
+    pkill -P "$looker" 2>/dev/null || true
+    kill "$looker" 2>/dev/null || true
+    wait "$looker" 2>/dev/null || true
+  fi
+  echo "$before $after" | awk '{ printf "%.0f\n", ($3 - $1) / ($4 - $2) }'
+}
+
+ratios_b=() ratios_c=() floors=()
+for round in $(seq "$rounds"); do
+  dir="$out/round$round"
+  mkdir -p "$dir"
+  mkfifo "$dir/in"
+  LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$dir" \
+    "$build/fakecuda/bin/live_loop" churn "$threads" <"$dir/in" >"$dir/out" 2>"$dir/err" &
+  pid=$!
+  exec 3>"$dir/in"  # the program runs until a line other than "count" arrives here
+  while ! grep -q ready "$dir/out" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || { cat "$dir/err" >&2; exit 1; }
+    sleep 0.05
+  done
+  a1=$(window 0); b1=$(window 1); c1=$(window 2); c2=$(window 2); b2=$(window 1); a2=$(window 0)
   echo stop >&3
   exec 3>&-
   wait "$pid"
-  if [ -n "$top" ]; then
-    kill "$top" 2>/dev/null || true
-    wait "$top" 2>/dev/null || true
-  fi
-  # "ops N seconds S": N allocations (each with its free), S from the first thread's start.
-  awk '/^ops/ { printf "%.0f\n", $2 / $4 }' "$dir/out"
-  rm -rf "$dir"
-}
-
-a=() b=() c=()
-for round in $(seq "$rounds"); do
-  x=$(one 0); y=$(one 1); s1=$(one 2); s2=$(one 2); z=$(one 1); w=$(one 0)
-  a+=("$x" "$w"); b+=("$y" "$z"); c+=("$s1" "$s2")
-  echo "round $round: alone $x $w  top $y $z  snapshots $s1 $s2  pairs/s"
+  read -r rb rc floor < <(awk -v a1="$a1" -v a2="$a2" -v b1="$b1" -v b2="$b2" -v c1="$c1" -v c2="$c2" 'BEGIN {
+    a = (a1 + a2) / 2; printf "%.4f %.4f %.4f\n", (b1 + b2) / 2 / a, (c1 + c2) / 2 / a, (a2 - a1) / a }')
+  ratios_b+=("$rb"); ratios_c+=("$rc"); floors+=("$floor")
+  awk -v r="$round" -v a1="$a1" -v a2="$a2" -v b1="$b1" -v b2="$b2" -v c1="$c1" -v c2="$c2" -v rb="$rb" -v rc="$rc" -v f="$floor" 'BEGIN {
+    printf "round %d: alone %d %d  top %d %d  snapshots %d %d pairs/s: top %+.2f %%, snapshots %+.2f %% (alone vs alone %+.2f %%)\n",
+      r, a1, a2, b1, b2, c1, c2, (rb - 1) * 100, (rc - 1) * 100, f * 100 }'
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ma=$(median "${a[@]}")
-mb=$(median "${b[@]}")
-mc=$(median "${c[@]}")
-awk -v a="$ma" -v b="$mb" -v c="$mc" 'BEGIN { printf "median: alone %.0f, top %.0f (%+.2f %%), snapshots %.0f (%+.2f %%) pairs/s\n",
-  a, b, (b - a) / a * 100, c, (c - a) / a * 100 }'
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+awk -v b="$(median "${ratios_b[@]}")" -v c="$(median "${ratios_c[@]}")" 'BEGIN {
+  printf "median over rounds: top %+.2f %%, snapshots %+.2f %% of the rate alone\n", (b - 1) * 100, (c - 1) * 100 }'
+printf '%s\n' "${floors[@]}" | awk '{ v = $1 < 0 ? -$1 : $1; if (v > m) m = v } END {
+  printf "noise floor: the two alone windows of a round differ by up to %.2f %%\n", m * 100 }'
 
 # The reader's cost: ten snapshots of a running churn, timed.
 dir="$out/snap"

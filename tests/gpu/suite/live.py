@@ -95,7 +95,7 @@ def scenario_torch_live(ctx):
     out = ctx.dir("torch_live")
     facts_path = os.path.join(out, "facts.json")
     with open(SCRIPT) as f:
-        leak_line = next(i for i, text in enumerate(f, 1) if "# the leak" in text)
+        leak_line = next(i for i, text in enumerate(f, 1) if text.rstrip().endswith("# the leak"))
     log = open(os.path.join(out, "run.log"), "w")
     proc = subprocess.Popen([ctx.oomscope, "run", "-o", out, "--", sys.executable, SCRIPT, facts_path, "30", "3000"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)

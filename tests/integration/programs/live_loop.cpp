@@ -2,7 +2,9 @@
 // Runs until its stdin closes or a line arrives on it, then prints what it did and exits 0.
 //   live_loop churn THREADS: THREADS threads allocate and free at full speed, each keeping a
 //     window of 64 buffers live (so that the live tables change all the time). Prints
-//     "ready" once every thread has allocated; at the end "ops N seconds S".
+//     "ready" once every thread has allocated; at the end "ops N seconds S". A line "count"
+//     does not stop it: it prints "count N seconds S" (the pairs so far; a benchmark compares
+//     windows of one process, bench/live_bench.sh).
 //   live_loop leak: a training-style loop, oomscope_step() after each step; each step's work
 //     buffer is freed, and one 1 MiB buffer a step is kept by keep_history() (the leak `top`
 //     must name). Prints "ready" after the first step. Paced at about 200 steps a second (the
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <poll.h>
+#include <string>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -26,10 +29,35 @@ namespace {
 std::atomic<bool> g_stop{false};
 std::vector<void*> g_history;
 
-void waitForStdin()
+// Each churn thread's pairs so far, on a cache line of its own.
+struct alignas(64) Counter {
+    std::atomic<long> done{0};
+};
+
+// Until a line other than "count" (or the end of stdin): each "count" prints the pairs so far.
+void serveCounts(const std::vector<Counter>& counters, std::chrono::steady_clock::time_point begin)
 {
+    std::string line;
     char c;
-    while (::read(0, &c, 1) < 0) {
+    for (;;) {
+        const ssize_t n = ::read(0, &c, 1);
+        if (n < 0)
+            continue;
+        if (n == 0)
+            break;
+        if (c != '\n') {
+            line += c;
+            continue;
+        }
+        if (line != "count")
+            break;
+        line.clear();
+        long total = 0;
+        for (const Counter& k : counters)
+            total += k.done.load(std::memory_order_relaxed);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        std::printf("count %ld seconds %.6f\n", total, seconds);
+        std::fflush(stdout);
     }
     g_stop = true;
 }
@@ -58,6 +86,7 @@ int churn(int threads)
 {
     std::atomic<long> ops{0};
     std::atomic<int> started{0};
+    std::vector<Counter> counters(size_t(threads > 0 ? threads : 0));
     std::vector<std::thread> pool;
     const auto begin = std::chrono::steady_clock::now();
     for (int t = 0; t < threads; ++t) {
@@ -73,6 +102,7 @@ int churn(int threads)
                 if (i == 64)
                     started.fetch_add(1);
                 ++done;
+                counters[size_t(t)].done.store(done, std::memory_order_relaxed);
             }
             for (void* p : window) {
                 if (p)
@@ -85,7 +115,7 @@ int churn(int threads)
         std::this_thread::yield();
     std::printf("ready\n");
     std::fflush(stdout);
-    waitForStdin();
+    serveCounts(counters, begin);
     for (auto& t : pool)
         t.join();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
