@@ -118,6 +118,24 @@ struct Window {
     std::vector<uint64_t> index;
 };
 
+// Each (stack, device)'s bytes at every step of the window (none where it was not sampled):
+// the framework's tensors, or the sites the capture sees.
+using Series = std::map<std::pair<uint32_t, int64_t>, std::vector<std::optional<uint64_t>>>;
+Series seriesOf(const Window& w, bool tensors)
+{
+    Series series;
+    for (size_t i = 0; i < w.steps.size(); ++i) {
+        for (const StepSite& site : tensors ? w.steps[i]->tensors : w.steps[i]->sites) {
+            auto& values = series[{site.stack, site.device}];
+            values.resize(w.index.size());
+            values[i] = site.bytes;
+        }
+    }
+    for (auto& [key, values] : series)
+        values.resize(w.index.size());
+    return series;
+}
+
 // Growing stacks: the framework's tensors (with its history) or the sites the capture sees;
 // each device they explain goes into explained.
 void stackLeaks(const Report& r, const Window& w, const LeakOptions& o, std::set<int64_t>& explained,
@@ -131,16 +149,7 @@ void stackLeaks(const Report& r, const Window& w, const LeakOptions& o, std::set
     // (device level) are followed instead.
     if (!tensors && hasCachingAllocator(r))
         return;
-    std::map<std::pair<uint32_t, int64_t>, std::vector<std::optional<uint64_t>>> series;
-    for (size_t i = 0; i < w.steps.size(); ++i) {
-        for (const StepSite& site : tensors ? w.steps[i]->tensors : w.steps[i]->sites) {
-            auto& values = series[{site.stack, site.device}];
-            values.resize(w.index.size());
-            values[i] = site.bytes;
-        }
-    }
-    for (auto& [key, values] : series) {
-        values.resize(w.index.size());
+    for (const auto& [key, values] : seriesOf(w, tensors)) {
         if (auto f = growth(values, w.index, o)) {
             f->level = tensors ? LeakLevel::Tensors : LeakLevel::Sites;
             if (key.first != 0)
@@ -181,25 +190,23 @@ void deviceLeaks(const Window& w, const LeakOptions& o, const std::set<int64_t>&
 // the one that grew most, when that is at least half the device's growth per step.
 void reservedSites(const Window& w, const LeakOptions& o, std::vector<LeakFinding>& out)
 {
+    const bool any = std::any_of(out.begin(), out.end(), [](const LeakFinding& f) { return f.level == LeakLevel::Device; });
+    if (!any)
+        return;
+    std::vector<std::pair<std::pair<uint32_t, int64_t>, LeakFinding>> growing;
+    for (const auto& [key, values] : seriesOf(w, false)) {
+        if (key.first == 0)
+            continue;
+        if (auto g = growth(values, w.index, o))
+            growing.emplace_back(key, *g);
+    }
     for (LeakFinding& f : out) {
         if (f.level != LeakLevel::Device)
             continue;
-        std::map<uint32_t, std::vector<std::optional<uint64_t>>> series;
-        for (size_t i = 0; i < w.steps.size(); ++i) {
-            for (const StepSite& site : w.steps[i]->sites) {
-                if (site.device != f.device || site.stack == 0)
-                    continue;
-                auto& values = series[site.stack];
-                values.resize(w.index.size());
-                values[i] = site.bytes;
-            }
-        }
-        for (auto& [stack, values] : series) {
-            values.resize(w.index.size());
-            const auto g = growth(values, w.index, o);
-            if (g && g->bytesPerStep >= 0.5 * f.bytesPerStep && g->bytesPerStep > f.reservedPerStep) {
-                f.reservedStack = stack;
-                f.reservedPerStep = g->bytesPerStep;
+        for (const auto& [key, g] : growing) {
+            if (key.second == f.device && g.bytesPerStep >= 0.5 * f.bytesPerStep && g.bytesPerStep > f.reservedPerStep) {
+                f.reservedStack = key.first;
+                f.reservedPerStep = g.bytesPerStep;
             }
         }
     }

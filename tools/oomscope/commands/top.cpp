@@ -202,8 +202,9 @@ private:
             if (targets[i][0] == '!')
                 blocks[i].error = targets[i].substr(1);
             // Without the events: top shows none, and the ring is most of the file.
-            else if (!interpret::snapshotReport(targets[i], &blocks[i].report, &blocks[i].error, false))
-                blocks[i].error = blocks[i].error.empty() ? "cannot read " + targets[i] : blocks[i].error;
+            else if (!interpret::snapshotReport(targets[i], &blocks[i].report, &blocks[i].error, false) &&
+                     blocks[i].error.empty())
+                blocks[i].error = "cannot read " + targets[i];
         }
         const auto key = [](const Block& b) {
             const report::Process& p = b.report.process;
