@@ -177,7 +177,22 @@ def predict(ctx, model, grid, hi_limited, hi_full):
     return "; ".join(rows)
 
 
+def whole_card_truth(ctx, model, grid, hi_full):
+    """Only the whole-card truth (binary search with real runs, refined to grid 1), printed as an
+    OOMSCOPE_FIT_TRUTHS item: on a card without a known truth, a session finds it in one device
+    call and runs fit_MODEL with it in the next (together they outlast one call)."""
+    out = ctx.dir(f"truth_{model}")
+    test = plain(out, model, "full")
+    truth, runs, secs = binary_search(test, grid, hi_full)
+    if grid > 1:
+        truth, more, extra = refine(test, truth, truth + grid)
+        runs, secs = runs + more, secs + extra
+    return f"OOMSCOPE_FIT_TRUTHS item {model}:full={truth}/{runs}/{secs:.0f}"
+
+
 SCENARIOS += [
     ("predict_gpt2", lambda ctx: predict(ctx, "gpt2", 1, 65, 257)),
     ("predict_resnet50", lambda ctx: predict(ctx, "resnet50", 16, 1025, 4097)),
+    ("truth_gpt2", lambda ctx: whole_card_truth(ctx, "gpt2", 1, 257)),
+    ("truth_resnet50", lambda ctx: whole_card_truth(ctx, "resnet50", 16, 4097)),
 ]
