@@ -29,7 +29,7 @@ def stop(proc):
 
 
 def snapshot(build, target, outdir):
-    os.makedirs(outdir, exist_ok=True)
+    # outdir does not exist yet: -o makes it, as `run -o` does
     r = subprocess.run([build.oomscope, "snapshot", str(target), "-o", str(outdir)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr

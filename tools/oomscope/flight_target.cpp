@@ -1,6 +1,7 @@
 #include "flight_target.h"
 
 #include "command.h"
+#include "launch.h"
 
 #include "report/report_file.h"
 
@@ -151,6 +152,10 @@ int writeReportBeside(const report::Report& r, const std::string& flightFile, co
                       const std::string& command)
 {
     std::string dir = outputDir;
+    if (!dir.empty() && !makeDirs(dir)) {  // -o DIR is made as `run -o` makes it
+        logError(command + ": cannot create the output folder " + dir + ": " + std::strerror(errno));
+        return kExitUsage;
+    }
     if (dir.empty()) {
         const size_t slash = flightFile.rfind('/');
         dir = slash == std::string::npos ? "." : slash == 0 ? "/" : flightFile.substr(0, slash);
