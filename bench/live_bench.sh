@@ -1,46 +1,56 @@
 #!/usr/bin/env bash
 # What looking costs the program looked at (issue 18): live_loop churn THREADS (threads that
-# allocate and free on the fake device at full speed), its rate of allocation+free pairs in
-# windows of SECONDS: alone (A), with `oomscope top --interval 1` reading its flight file (B: a
-# frame a second, the rate a user watching it asks for), and with `oomscope snapshot` taking a
-# whole report a second (C), in the order A B C C B A within one process per round. Windows of
-# one process compare far better than separate runs (a run's rate depends on where its threads
-# and pages land: separate runs of one configuration differed by 3-6 %, more than the effect).
-# Prints each round's rates and ratios, the median ratios, and the noise floor (the two A
-# windows of a round against each other); then how long one snapshot and one top frame take
-# (the looker's own CPU, not the program's). Pick THREADS below the machine's CPUs: the looker
-# needs a CPU of its own or the comparison measures the scheduler.
-# Usage: bench/live_bench.sh BUILD_DIR [THREADS] [SECONDS] [ROUNDS]
+# allocate and free on the fake device at full speed) in windows of SECONDS within one process:
+# A alone, B with `oomscope top --interval 1` reading its flight file (a frame a second, the rate
+# a user watching it asks for), C with `oomscope snapshot` taking a whole report a second, and D
+# alone again (the placebo: D against A is what the estimator reads when nothing changes). CYCLES
+# cycles, A B C D and D C B A in turn (a drift of the machine's speed cancels over two cycles).
+# Each cycle gives B/A, C/A and D/A for the program's rate (pairs per second of wall time), for
+# its CPU per pair (the process's CPU seconds over its pairs: what the program itself pays,
+# whether or not the machine lends it a CPU all the time) and for its rate over a reference's:
+# a second live_loop, same preload, whose flight file nobody reads, counted in the same windows.
+# A machine whose speed drifts (a VM's neighbours) moves both; the ratio keeps what reading the
+# program's own file costs it (the looker's general load on the machine falls on both). Prints the median of each ratio with
+# a 95 % interval of the median (order statistics: no assumption on the noise); a change is
+# shown when its interval excludes zero and is narrower than the effect. Windows of one process
+# compare far better than separate runs (separate runs of one configuration differed by 3-6 %).
+# Then how long one snapshot and one top frame take (the looker's own CPU). Pick THREADS below
+# the machine's CPUs: the looker needs a CPU of its own or the comparison measures the scheduler.
+# Usage: bench/live_bench.sh BUILD_DIR [THREADS] [SECONDS] [CYCLES]
 #   (BUILD_DIR holds bin/oomscope, lib/liboomscope.so, fakecuda/bin/live_loop, fakecuda/lib)
 set -eu
-build=$(cd "${1:?usage: live_bench.sh BUILD_DIR [THREADS] [SECONDS] [ROUNDS]}" && pwd)
+build=$(cd "${1:?usage: live_bench.sh BUILD_DIR [THREADS] [SECONDS] [CYCLES]}" && pwd)
 threads=${2:-1}
-seconds=${3:-10}
-rounds=${4:-4}
+seconds=${3:-3}
+cycles=${4:-20}
 out=$(mktemp -d -t oomscope-live-bench-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 export FAKECUDA_UNBACKED=1 FAKECUDA_CAPACITY=16GiB OOMSCOPE_EXIT_REPORT=0 OOMSCOPE_CUPTI=off
 fake=$(cd -P "$build/fakecuda/lib" && pwd)
 export LD_LIBRARY_PATH="$fake:$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
-echo "live_loop churn $threads, windows of $seconds s, $rounds rounds of A (alone) B (top, a frame a second) C (a snapshot a second) C B A, one process a round"
+echo "live_loop churn $threads (and a reference live_loop churn $threads nobody looks at), windows of $seconds s, $cycles cycles of A (alone) B (top, a frame a second) C (a snapshot a second) D (alone), one process"
 
-# The program's pairs so far and its clock: "N S" (it answers a "count" line on its stdin).
+# Pairs so far, clock and CPU seconds of the program and of the reference: "N S C N S C" (each
+# answers a "count" line on its stdin).
 count() {
   local n
   n=$(( $(grep -c '^count' "$dir/out" || true) + 1 ))
   echo count >&3
-  while [ "$(grep -c '^count' "$dir/out" || true)" -lt "$n" ]; do sleep 0.01; done
-  grep '^count' "$dir/out" | sed -n "${n}p" | awk '{ print $2, $4 }'
+  echo count >&4
+  while [ "$(grep -c '^count' "$dir/out" || true)" -lt "$n" ] ||
+        [ "$(grep -c '^count' "$dir/ref-out" || true)" -lt "$n" ]; do sleep 0.01; done
+  echo "$(grep '^count' "$dir/out" | sed -n "${n}p" | awk '{ print $2, $4, $6 }')" \
+       "$(grep '^count' "$dir/ref-out" | sed -n "${n}p" | awk '{ print $2, $4, $6 }')"
 }
 
-# One window: pairs per second while $1 looks (0 nobody, 1 top, 2 a snapshot a second).
+# One window: "pairs/s CPU-ns/pair reference-pairs/s" while $1 looks (A or D nobody, B top, C a snapshot a second).
 window() {
   local looker=""
-  if [ "$1" = 1 ]; then
+  if [ "$1" = B ]; then
     "$build/bin/oomscope" top --interval 1 "$pid" >/dev/null 2>&1 &
     looker=$!
-  elif [ "$1" = 2 ]; then
+  elif [ "$1" = C ]; then
     mkdir -p "$dir/snaps"
     # pacing, a report a second as a user's cron or watch would ask (not synchronisation)
     (while :; do
@@ -59,38 +69,67 @@ window() {
     kill "$looker" 2>/dev/null || true
     wait "$looker" 2>/dev/null || true
   fi
-  echo "$before $after" | awk '{ printf "%.0f\n", ($3 - $1) / ($4 - $2) }'
+  echo "$before $after" | awk '{ printf "%.0f %.2f %.0f\n", ($7 - $1) / ($8 - $2), ($9 - $3) * 1e9 / ($7 - $1),
+    ($10 - $4) / ($11 - $5) }'
 }
 
-ratios_b=() ratios_c=() floors=()
-for round in $(seq "$rounds"); do
-  dir="$out/round$round"
-  mkdir -p "$dir"
-  mkfifo "$dir/in"
-  LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$dir" \
-    "$build/fakecuda/bin/live_loop" churn "$threads" <"$dir/in" >"$dir/out" 2>"$dir/err" &
-  pid=$!
-  exec 3>"$dir/in"  # the program runs until a line other than "count" arrives here
-  while ! grep -q ready "$dir/out" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || { cat "$dir/err" >&2; exit 1; }
-    sleep 0.05
-  done
-  a1=$(window 0); b1=$(window 1); c1=$(window 2); c2=$(window 2); b2=$(window 1); a2=$(window 0)
-  echo stop >&3
-  exec 3>&-
-  wait "$pid"
-  read -r rb rc floor < <(awk -v a1="$a1" -v a2="$a2" -v b1="$b1" -v b2="$b2" -v c1="$c1" -v c2="$c2" 'BEGIN {
-    a = (a1 + a2) / 2; printf "%.4f %.4f %.4f\n", (b1 + b2) / 2 / a, (c1 + c2) / 2 / a, (a2 - a1) / a }')
-  ratios_b+=("$rb"); ratios_c+=("$rc"); floors+=("$floor")
-  awk -v r="$round" -v a1="$a1" -v a2="$a2" -v b1="$b1" -v b2="$b2" -v c1="$c1" -v c2="$c2" -v rb="$rb" -v rc="$rc" -v f="$floor" 'BEGIN {
-    printf "round %d: alone %d %d  top %d %d  snapshots %d %d pairs/s: top %+.2f %%, snapshots %+.2f %% (alone vs alone %+.2f %%)\n",
-      r, a1, a2, b1, b2, c1, c2, (rb - 1) * 100, (rc - 1) * 100, f * 100 }'
+dir="$out/run"
+mkdir -p "$dir/ref"
+mkfifo "$dir/in" "$dir/ref-in"
+LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$dir" \
+  "$build/fakecuda/bin/live_loop" churn "$threads" <"$dir/in" >"$dir/out" 2>"$dir/err" &
+pid=$!
+LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$dir/ref" \
+  "$build/fakecuda/bin/live_loop" churn "$threads" <"$dir/ref-in" >"$dir/ref-out" 2>"$dir/ref-err" &
+ref=$!
+exec 3>"$dir/in" 4>"$dir/ref-in"  # each runs until a line other than "count" arrives
+while ! grep -q ready "$dir/out" 2>/dev/null || ! grep -q ready "$dir/ref-out" 2>/dev/null; do
+  kill -0 "$pid" 2>/dev/null || { cat "$dir/err" >&2; exit 1; }
+  kill -0 "$ref" 2>/dev/null || { cat "$dir/ref-err" >&2; exit 1; }
+  sleep 0.05
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-awk -v b="$(median "${ratios_b[@]}")" -v c="$(median "${ratios_c[@]}")" 'BEGIN {
-  printf "median over rounds: top %+.2f %%, snapshots %+.2f %% of the rate alone\n", (b - 1) * 100, (c - 1) * 100 }'
-printf '%s\n' "${floors[@]}" | awk '{ v = $1 < 0 ? -$1 : $1; if (v > m) m = v } END {
-  printf "noise floor: the two alone windows of a round differ by up to %.2f %%\n", m * 100 }'
+: >"$out/cycles"
+for cycle in $(seq "$cycles"); do
+  order="A B C D"
+  [ $((cycle % 2)) = 0 ] && order="D C B A"
+  declare -A rate=() cpu=() rel=()
+  for w in $order; do
+    read -r rate[$w] cpu[$w] r < <(window "$w")
+    rel[$w]=$(awk -v a="${rate[$w]}" -v b="$r" 'BEGIN { printf "%.6f", a / b }')
+  done
+  echo "${rate[A]} ${rate[B]} ${rate[C]} ${rate[D]} ${cpu[A]} ${cpu[B]} ${cpu[C]} ${cpu[D]}" \
+       "${rel[A]} ${rel[B]} ${rel[C]} ${rel[D]}" | tee -a "$out/cycles" |
+    awk -v c="$cycle" 'function p(x, a) { return (x / a - 1) * 100 } {
+      printf "cycle %d: pairs/s A %d B %+.2f %% C %+.2f %% D %+.2f %%; CPU ns/pair A %.1f B %+.2f %% C %+.2f %% D %+.2f %%;",
+        c, $1, p($2, $1), p($3, $1), p($4, $1), $5, p($6, $5), p($7, $5), p($8, $5)
+      printf " over the reference B %+.2f %% C %+.2f %% D %+.2f %%\n", p($10, $9), p($11, $9), p($12, $9) }'
+done
+echo stop >&3
+echo stop >&4
+exec 3>&- 4>&-
+wait "$pid" "$ref"
+
+# Median of column $2/$1 - 1 over the cycles, with the 95 % interval of the median: the order
+# statistics at n/2 -+ 0.98 sqrt(n) (the binomial's normal approximation).
+summary() {
+  awk -v num="$2" -v den="$1" '{ print ($num / $den - 1) * 100 }' "$out/cycles" | sort -g | awk -v what="$3" '
+    { v[NR] = $1 }
+    END {
+      n = NR; med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+      lo = int(n / 2 - 0.98 * sqrt(n)); hi = int(n / 2 + 0.98 * sqrt(n) + 1)
+      if (lo < 1) lo = 1; if (hi > n) hi = n
+      printf "  %-42s median %+.2f %%, 95 %% interval [%+.2f, %+.2f] %%\n", what, med, v[lo], v[hi] }'
+}
+echo "over $cycles cycles (B, C, D against A of the same cycle):"
+summary 1 2 "rate with top (B)"
+summary 1 3 "rate with a snapshot a second (C)"
+summary 1 4 "rate alone again (D, the placebo)"
+summary 5 6 "CPU per pair with top (B)"
+summary 5 7 "CPU per pair with snapshots (C)"
+summary 5 8 "CPU per pair alone again (D)"
+summary 9 10 "rate over the reference's, top (B)"
+summary 9 11 "rate over the reference's, snapshots (C)"
+summary 9 12 "rate over the reference's, alone (D)"
 
 # The reader's cost: ten snapshots of a running churn, timed.
 dir="$out/snap"

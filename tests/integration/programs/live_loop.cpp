@@ -3,8 +3,9 @@
 //   live_loop churn THREADS: THREADS threads allocate and free at full speed, each keeping a
 //     window of 64 buffers live (so that the live tables change all the time). Prints
 //     "ready" once every thread has allocated; at the end "ops N seconds S". A line "count"
-//     does not stop it: it prints "count N seconds S" (the pairs so far; a benchmark compares
-//     windows of one process, bench/live_bench.sh).
+//     does not stop it: it prints "count N seconds S cpu C" (the pairs so far, the time since
+//     the start and the process's CPU seconds; a benchmark compares windows of one process,
+//     bench/live_bench.sh).
 //   live_loop leak: a training-style loop, oomscope_step() after each step; each step's work
 //     buffer is freed, and one 1 MiB buffer a step is kept by keep_history() (the leak `top`
 //     must name). Prints "ready" after the first step. Paced at about 200 steps a second (the
@@ -21,6 +22,7 @@
 #include <poll.h>
 #include <string>
 #include <thread>
+#include <time.h>
 #include <unistd.h>
 #include <vector>
 
@@ -56,7 +58,9 @@ void serveCounts(const std::vector<Counter>& counters, std::chrono::steady_clock
         for (const Counter& k : counters)
             total += k.done.load(std::memory_order_relaxed);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-        std::printf("count %ld seconds %.6f\n", total, seconds);
+        timespec cpu{};
+        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+        std::printf("count %ld seconds %.6f cpu %.6f\n", total, seconds, double(cpu.tv_sec) + cpu.tv_nsec * 1e-9);
         std::fflush(stdout);
     }
     g_stop = true;
