@@ -14,8 +14,10 @@
 # a 95 % interval of the median (order statistics: no assumption on the noise); a change is
 # shown when its interval excludes zero and is narrower than the effect. Windows of one process
 # compare far better than separate runs (separate runs of one configuration differed by 3-6 %).
-# Then how long one snapshot and one top frame take (the looker's own CPU). Pick THREADS below
-# the machine's CPUs: the looker needs a CPU of its own or the comparison measures the scheduler.
+# Then how long one snapshot and one top frame take (the looker's own CPU). Pick THREADS so that
+# 2 x THREADS + 1 CPUs are free (the program, the reference and the looker each need their own,
+# or the comparison measures the scheduler); more than one thread queues on the fake device's
+# global mutexes, and a queue's rate depends on how fast its sleepers are woken.
 # Usage: bench/live_bench.sh BUILD_DIR [THREADS] [SECONDS] [CYCLES]
 #   (BUILD_DIR holds bin/oomscope, lib/liboomscope.so, fakecuda/bin/live_loop, fakecuda/lib)
 set -eu
