@@ -33,6 +33,23 @@ export LD_LIBRARY_PATH="$fake:$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
 echo "live_loop churn $threads (and a reference live_loop churn $threads nobody looks at), windows of $seconds s, $cycles cycles of A (alone) B (top, a frame a second) C (a snapshot a second) D (alone), one process"
 
+# Starts live_loop churn THREADS under the preload, its flight file in $1, its stdin the fifo
+# $1/in, its stdout $1/out; sets $started to its PID once it says ready (it runs until a line
+# other than "count" arrives on the fifo, which the caller opens for writing first).
+start_churn() {
+  mkdir -p "$1"
+  mkfifo "$1/in"
+  LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$1" \
+    "$build/fakecuda/bin/live_loop" churn "$threads" <"$1/in" >"$1/out" 2>"$1/err" &
+  started=$!
+}
+wait_ready() {  # $1 the folder, $2 the PID
+  while ! grep -q ready "$1/out" 2>/dev/null; do
+    kill -0 "$2" 2>/dev/null || { cat "$1/err" >&2; exit 1; }
+    sleep 0.05
+  done
+}
+
 # Pairs so far, clock and CPU seconds of the program and of the reference: "N S C N S C" (each
 # answers a "count" line on its stdin).
 count() {
@@ -41,9 +58,9 @@ count() {
   echo count >&3
   echo count >&4
   while [ "$(grep -c '^count' "$dir/out" || true)" -lt "$n" ] ||
-        [ "$(grep -c '^count' "$dir/ref-out" || true)" -lt "$n" ]; do sleep 0.01; done
+        [ "$(grep -c '^count' "$dir/ref/out" || true)" -lt "$n" ]; do sleep 0.01; done
   echo "$(grep '^count' "$dir/out" | sed -n "${n}p" | awk '{ print $2, $4, $6 }')" \
-       "$(grep '^count' "$dir/ref-out" | sed -n "${n}p" | awk '{ print $2, $4, $6 }')"
+       "$(grep '^count' "$dir/ref/out" | sed -n "${n}p" | awk '{ print $2, $4, $6 }')"
 }
 
 # One window: "pairs/s CPU-ns/pair reference-pairs/s" while $1 looks (A or D nobody, B top, C a snapshot a second).
@@ -76,20 +93,11 @@ window() {
 }
 
 dir="$out/run"
-mkdir -p "$dir/ref"
-mkfifo "$dir/in" "$dir/ref-in"
-LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$dir" \
-  "$build/fakecuda/bin/live_loop" churn "$threads" <"$dir/in" >"$dir/out" 2>"$dir/err" &
-pid=$!
-LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$dir/ref" \
-  "$build/fakecuda/bin/live_loop" churn "$threads" <"$dir/ref-in" >"$dir/ref-out" 2>"$dir/ref-err" &
-ref=$!
-exec 3>"$dir/in" 4>"$dir/ref-in"  # each runs until a line other than "count" arrives
-while ! grep -q ready "$dir/out" 2>/dev/null || ! grep -q ready "$dir/ref-out" 2>/dev/null; do
-  kill -0 "$pid" 2>/dev/null || { cat "$dir/err" >&2; exit 1; }
-  kill -0 "$ref" 2>/dev/null || { cat "$dir/ref-err" >&2; exit 1; }
-  sleep 0.05
-done
+start_churn "$dir"; pid=$started
+start_churn "$dir/ref"; ref=$started
+exec 3>"$dir/in" 4>"$dir/ref/in"
+wait_ready "$dir" "$pid"
+wait_ready "$dir/ref" "$ref"
 : >"$out/cycles"
 for cycle in $(seq "$cycles"); do
   order="A B C D"
@@ -135,13 +143,9 @@ summary 9 12 "rate over the reference's, alone (D)"
 
 # The reader's cost: ten snapshots of a running churn, timed.
 dir="$out/snap"
-mkdir -p "$dir"
-mkfifo "$dir/in"
-LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$dir" \
-  "$build/fakecuda/bin/live_loop" churn "$threads" <"$dir/in" >"$dir/out" 2>/dev/null &
-pid=$!
+start_churn "$dir"; pid=$started
 exec 3>"$dir/in"
-while ! grep -q ready "$dir/out" 2>/dev/null; do sleep 0.05; done
+wait_ready "$dir" "$pid"
 # $1 = times file, the rest: the command.
 timed() {
   local times=$1
