@@ -100,8 +100,35 @@ bool readHeader(const unsigned char* data, size_t bytes, flight::Header* h, std:
     return true;
 }
 
-// The ring: every slot whose sequence word says it holds its event whole, in time order.
-void readRing(const Copies& c, const flight::Header& h, TrackImage* image)
+// The ring's slot positions read for the newest `events` events: [from, from + count) modulo
+// the capacity, below the head the file's first read gave. Producers claim slot::kBlock slots
+// at a time per thread, so the newest events by time can sit up to a block per thread below the
+// head: the window is wider than `events` by 64 threads' blocks (a thread that writes rarely
+// fills a block claimed long before, and its newest events can fall outside: a snapshot's short
+// timeline is the newest of the window). The whole ring when the window would not be smaller.
+struct RingWindow {
+    uint64_t from = 0, count = 0;
+};
+uint64_t firstHead(const unsigned char* header)
+{
+    uint64_t head = 0;
+    std::memcpy(&head, header + flight::kRingHeadOffset, sizeof(head));
+    return head;
+}
+RingWindow ringWindow(const flight::Header& h, uint64_t head, size_t events)
+{
+    constexpr uint64_t kSlack = slot::kBlock * 64;
+    if (events == 0)
+        return {};
+    const uint64_t width = events >= h.ringCapacity ? h.ringCapacity : std::min<uint64_t>(h.ringCapacity, events + kSlack);
+    if (width >= h.ringCapacity || width >= head)
+        return {0, h.ringCapacity};
+    return {(head - width) & (h.ringCapacity - 1), width};
+}
+
+// The ring: every slot of the window whose sequence word says it holds its event whole, in
+// time order.
+void readRing(const Copies& c, const flight::Header& h, TrackImage* image, RingWindow window)
 {
     const unsigned char* data = c.first;
     uint64_t changed = 0;
@@ -111,7 +138,8 @@ void readRing(const Copies& c, const flight::Header& h, TrackImage* image)
     std::memcpy(&head, c.latest() + flight::kRingHeadOffset, sizeof(head));
     std::vector<std::pair<uint64_t, Event>> slots;
     uint64_t pushedAtLeast = 0;  // the highest slot index seen + 1
-    for (uint64_t i = 0; i < h.ringCapacity; ++i) {
+    for (uint64_t k = 0; k < window.count; ++k) {
+        const uint64_t i = (window.from + k) & (h.ringCapacity - 1);
         uint64_t words[slot::kWords];
         std::memcpy(words, data + h.ringOffset + i * flight::kSlotBytes, sizeof(words));
         const uint32_t state = slot::stateOf(words[0]);
@@ -140,13 +168,16 @@ void readRing(const Copies& c, const flight::Header& h, TrackImage* image)
     // Slots are claimed slot::kBlock at a time per thread: below the ring's capacity no event was
     // overwritten and the missing indices are claimed slots never filled. Past it, the count of
     // claimed slots stands in for the count of events (the per-thread counts are not in the file).
+    // A window (part of the ring read) counts by claimed slots too: the slots below it were not read.
     const bool wrapped = pushedAtLeast > h.ringCapacity;
-    image->pushed = wrapped ? pushedAtLeast : image->events.size();
+    const bool whole = window.count == h.ringCapacity;
+    image->pushed = wrapped || !whole ? pushedAtLeast : image->events.size();
     image->dropped = image->pushed - image->events.size();
     image->ringCapacity = h.ringCapacity;
     image->ringBytes = h.ringCapacity * flight::kSlotBytes;
-    if (wrapped)
-        image->notes.push_back("the ring had wrapped: events pushed and dropped are counted by claimed slots");
+    if (wrapped || !whole)
+        image->notes.push_back(std::string(whole ? "the ring had wrapped" : "only the ring's newest slots were read") +
+                               ": events pushed and dropped are counted by claimed slots");
     if (changed > 0)
         image->notes.push_back(std::to_string(changed) + " ring slots were rewritten while the file was read: left out");
 }
@@ -487,13 +518,14 @@ std::vector<track::LoadedModule> modulesOf(const std::vector<FileMapping>& mappi
     return out;
 }
 
-bool readFlight(const Copies& c, size_t bytes, TrackImage* image, Extra* extra, std::string* error, bool events = true)
+bool readFlight(const Copies& c, size_t bytes, TrackImage* image, Extra* extra, std::string* error,
+                size_t events = kAllEvents)
 {
     flight::Header h;
     if (!readHeader(c.first, bytes, &h, error))
         return false;
-    if (events)
-        readRing(c, h, image);
+    if (events > 0)
+        readRing(c, h, image, ringWindow(h, firstHead(c.first), events));
     if (!readLive(c, bytes, h, image, error))
         return false;
     readCounters(c.first, h, image);
@@ -544,21 +576,31 @@ bool readFully(int fd, unsigned char* out, size_t offset, size_t length, std::st
 // twice: every stack a record of either read names was journaled before that record was
 // written, so the later journal names it.
 bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* error, unsigned char* twice = nullptr,
-                     bool events = true)
+                     size_t events = kAllEvents)
 {
     const size_t head = std::min(bytes, flight::kHeaderBytes);
     if (!readFully(fd, out, 0, head, error))
         return false;
     if (head < sizeof(flight::kMagic) || std::memcmp(out, flight::kMagic, sizeof(flight::kMagic)) != 0)
         return true;  // readFlight says what it is not
-    // Without the events, the ring's bytes are left unread (zero): [skipFrom, skipTo).
-    size_t skipFrom = bytes, skipTo = bytes;
-    if (!events && head == flight::kHeaderBytes) {
+    // The ring's bytes outside the window of the newest events (all of them without events)
+    // are left unread (zero): skip, sorted, at most two ranges.
+    std::vector<std::pair<size_t, size_t>> skip;
+    if (events != kAllEvents && head == flight::kHeaderBytes) {
         flight::Header h;
         std::memcpy(&h, out, sizeof(h));
-        if (h.ringOffset >= head && h.ringOffset < bytes && h.ringCapacity <= (bytes - h.ringOffset) / flight::kSlotBytes) {
-            skipFrom = size_t(h.ringOffset);
-            skipTo = size_t(h.ringOffset + h.ringCapacity * flight::kSlotBytes);
+        const size_t ring = size_t(h.ringOffset), slotBytes = flight::kSlotBytes;
+        if (h.ringOffset >= head && h.ringOffset < bytes && h.ringCapacity <= (bytes - h.ringOffset) / slotBytes &&
+            (h.ringCapacity & (h.ringCapacity - 1)) == 0) {  // readHeader refuses a capacity not a power of two
+            const RingWindow w = ringWindow(h, firstHead(out), events);
+            const size_t end = ring + size_t(h.ringCapacity) * slotBytes;
+            const size_t from = ring + size_t(w.from) * slotBytes, to = from + size_t(w.count) * slotBytes;
+            if (w.count == 0)
+                skip = {{ring, end}};
+            else if (to <= end)
+                skip = {{ring, from}, {to, end}};
+            else
+                skip = {{to - (end - ring), from}};  // the window wraps past the ring's end
         }
     }
     // A piece whose two reads differ is read twice again, a few times: on a busy machine the
@@ -579,9 +621,14 @@ bool copyDataExtents(int fd, unsigned char* out, size_t bytes, std::string* erro
         return true;
     };
     const auto copy = [&](size_t from, size_t to, size_t record = 1) {
-        if (to <= skipFrom || from >= skipTo)
-            return copyAll(from, to, record);
-        return (from >= skipFrom || copyAll(from, skipFrom, record)) && (to <= skipTo || copyAll(skipTo, to, record));
+        for (const auto& [a, b] : skip) {
+            if (b <= from || a >= to || a == b)
+                continue;
+            if (a > from && !copyAll(from, a, record))
+                return false;
+            from = std::max(from, b);
+        }
+        return from >= to || copyAll(from, to, record);
     };
     size_t at = head;
     while (at < bytes) {
@@ -643,7 +690,7 @@ unsigned char* anonymous(size_t bytes, const std::string& path, std::string* err
 
 // The file's bytes (and, for a live file, the second read: copyDataExtents).
 bool readCopies(int fd, size_t bytes, const std::string& path, std::string* error, unsigned char* first,
-                unsigned char* second, bool events)
+                unsigned char* second, size_t events)
 {
     // Read, not mapped: the file is sparse, and on a tmpfs a page fault on a hole allocates a
     // page (host memory) or, when the tmpfs is full, raises SIGBUS; read() gives holes as

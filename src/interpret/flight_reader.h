@@ -18,12 +18,14 @@ bool readFlightImage(const unsigned char* data, size_t bytes, track::TrackImage*
 
 // How readFlightFile reads. live: the file of a running process, read twice; a slot, entry or
 // record that differs between the reads was being written and is left out (counted in the
-// image's notes). The process is neither stopped nor slowed. events: the ring (the timeline);
-// without it (`oomscope top`, which shows no events) the ring's pages are not read at all, most
-// of the file at the defaults.
+// image's notes). The process is neither stopped nor slowed. events: the ring (the timeline)
+// for about the newest `events` events: only the ring's slots that may hold them are read (a
+// window below the head; the caller keeps the newest N of what it gives); 0: the ring's pages
+// are not read at all (`oomscope top`, which shows no events), most of the file at the defaults.
+inline constexpr size_t kAllEvents = size_t(-1);
 struct FlightRead {
     bool live = false;
-    bool events = true;
+    size_t events = kAllEvents;
 };
 
 // The file at path, with its modules (the files the process had mapped, as they are on disk

@@ -43,7 +43,7 @@ bool recoverReport(const std::string& flightPath, report::Report* out, std::stri
     return true;
 }
 
-bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error, bool events)
+bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error, size_t events)
 {
     track::TrackImage image;
     FlightRead how;
@@ -51,6 +51,13 @@ bool snapshotReport(const std::string& flightPath, report::Report* out, std::str
     how.events = events;
     if (!readFlightFile(flightPath, &image, error, how))
         return false;
+    if (events < image.events.size()) {
+        // The newest ones: the older are dropped, as the ring drops them when it wraps.
+        const size_t older = image.events.size() - events;
+        image.events.erase(image.events.begin(), image.events.begin() + ptrdiff_t(older));
+        image.dropped += older;
+        image.notes.push_back("the newest " + std::to_string(events) + " events only (--events)");
+    }
     // Now, on the clock the process stamps its events with (CLOCK_MONOTONIC: one per machine).
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -64,7 +71,7 @@ bool snapshotReport(const std::string& flightPath, report::Report* out, std::str
     facts.devices = image.devices;
     facts.capture.notes.push_back("a snapshot of " + flightPath +
                                   ": no free memory or framework counters now (the process was not asked)");
-    if (!events)
+    if (events == 0)
         facts.capture.notes.push_back("the events were not read (the timeline is empty)");
     *out = buildReport(image, trigger, std::move(facts));
     return true;

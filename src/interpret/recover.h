@@ -4,6 +4,7 @@
 // one with the same files).
 #pragma once
 
+#include "interpret/flight_reader.h"
 #include "report/model.h"
 
 #include <string>
@@ -15,8 +16,10 @@ bool recoverReport(const std::string& flightPath, report::Report* out, std::stri
 
 // `oomscope snapshot`: the same from the file of a process that is still running, read twice
 // (readFlightFile's live mode: what was being written is left out and counted). Trigger kind
-// snapshot, at the time it is taken. events false: without the timeline (the ring is not read;
-// `oomscope top` shows no events and reads a second time each refresh).
-bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error, bool events = true);
+// snapshot, at the time it is taken. events: how many of the newest events its timeline keeps
+// (the older ones are counted as dropped, as a wrapped ring's are); 0: the ring is not read at
+// all (`oomscope top`, which shows no events and reads a second time each refresh).
+bool snapshotReport(const std::string& flightPath, report::Report* out, std::string* error,
+                    size_t events = kAllEvents);
 
 } // namespace oomscope::interpret

@@ -108,6 +108,77 @@ def test_a_snapshot_of_a_quiet_process_equals_a_request_report_at_the_same_momen
     assert snap["devices"][0]["name"] == request["devices"][0]["name"]
 
 
+def test_snapshot_events_keeps_the_newest_and_nothing_else_changes(build, tmp_path):
+    # A quiet process: a whole snapshot and one of its newest 5 events hold the same sites and
+    # live bytes; the short timeline is the whole one's last 5 rows, the rest counted as dropped.
+    env = build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(tmp_path))
+    proc = subprocess.Popen([build.program("alloc_modes"), "wait"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
+    try:
+        t.wait_for_line(proc, "ready")
+        whole = snapshot(build, proc.pid, tmp_path / "whole")
+        reps = {}
+        for n in (5, 0):
+            r = subprocess.run([build.oomscope, "snapshot", str(proc.pid), "--events", str(n), "-o",
+                                str(tmp_path / f"e{n}")], capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            reps[n] = t.load(r.stdout.strip())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    rows = whole["timeline"]["rows"]
+    assert len(rows) > 5
+    for n, rep in reps.items():
+        check_consistent(rep, proc.pid)
+        assert rep["sites"] == whole["sites"]
+        assert t.memory_row(rep, 0)["tracked_bytes"] == t.memory_row(whole, 0)["tracked_bytes"]
+        assert len(rep["timeline"]["rows"]) == n
+    # --events 0 does not read the ring: it counts nothing pushed (its note says so)
+    assert reps[5]["timeline"]["pushed"] == whole["timeline"]["pushed"]
+    assert reps[5]["timeline"]["dropped"] == whole["timeline"]["dropped"] + len(rows) - 5
+    assert reps[5]["timeline"]["rows"] == rows[-5:]
+    assert any("the newest 5 events" in note for note in reps[5]["capture"]["notes"])
+    assert any("the events were not read" in note for note in reps[0]["capture"]["notes"])
+
+
+def test_snapshot_events_of_a_wrapped_ring_reads_a_window_and_keeps_the_newest(build, tmp_path):
+    # Two threads churn past three laps of a 64 Ki ring, then SIGKILL leaves the file still: a
+    # whole snapshot of it and one of its newest 1000 events (read from a window of the ring,
+    # not all of it) agree on the sites and the newest rows.
+    ring = 65536
+    proc = start(build, "churn", tmp_path, "2", OOMSCOPE_RING_EVENTS=str(ring))
+    try:
+        pairs = 0
+        while pairs < 2 * ring:  # two events a pair: three laps and more
+            proc.stdin.write("count\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            assert line.startswith("count "), line
+            pairs = int(line.split()[1])
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    flights = [p for p in os.listdir(tmp_path) if p.endswith(".flight")]
+    assert len(flights) == 1, flights
+    flight = str(tmp_path / flights[0])
+    reps = {}
+    for n in ("all", "1000"):
+        extra = [] if n == "all" else ["--events", n]
+        r = subprocess.run([build.oomscope, "snapshot", flight, *extra, "-o", str(tmp_path / n)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        reps[n] = t.load(r.stdout.strip())
+        check_consistent(reps[n], proc.pid)
+    whole, short = reps["all"], reps["1000"]
+    assert whole["timeline"]["pushed"] > 3 * ring
+    assert len(whole["timeline"]["rows"]) > ring - 2 * 256  # the ring, less slots claimed and not filled
+    assert short["timeline"]["rows"] == whole["timeline"]["rows"][-1000:]
+    assert short["timeline"]["pushed"] == whole["timeline"]["pushed"]
+    assert short["timeline"]["dropped"] == short["timeline"]["pushed"] - 1000
+    assert short["sites"] == whole["sites"]
+    assert any("only the ring's newest slots were read" in note for note in short["capture"]["notes"])
+
+
 def wait_for_steps(build, proc, outdir, steps):
     """Snapshots until one holds `steps` step samples (the program steps on its own)."""
     deadline = time.monotonic() + 60

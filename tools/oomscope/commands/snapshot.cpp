@@ -21,6 +21,10 @@ public:
                                                  "file: the process is not stopped, signalled or slowed");
         c->add_option("target", m_target, "The process's PID, or its .flight file")->required();
         c->add_option("-o,--output-dir", m_outputDir, "Where to write the report (default: the flight file's folder)");
+        c->add_option("--events", m_events,
+                      "Keep only the newest N events in the timeline (default: all the ring holds, 256 Ki at the "
+                      "defaults; 0: none, the ring is not read): periodic snapshots stay small")
+            ->check(CLI::Range(size_t(0), size_t(1) << 40));
         return c;
     }
     int run() override
@@ -31,7 +35,7 @@ public:
             return kExitUsage;
         }
         report::Report r;
-        if (!interpret::snapshotReport(file, &r, &error)) {
+        if (!interpret::snapshotReport(file, &r, &error, m_events)) {
             logError("snapshot: " + error);
             return kExitUsage;
         }
@@ -41,6 +45,7 @@ public:
 private:
     std::string m_target;
     std::string m_outputDir;
+    size_t m_events = interpret::kAllEvents;
 };
 
 } // namespace

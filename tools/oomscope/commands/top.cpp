@@ -119,7 +119,7 @@ public:
                 return kExitUsage;
             }
             report::Report r;
-            if (!interpret::snapshotReport(path, &r, &error, false)) {
+            if (!interpret::snapshotReport(path, &r, &error, 0)) {
                 logError("top: " + error);
                 return kExitUsage;
             }
@@ -202,7 +202,7 @@ private:
             if (targets[i][0] == '!')
                 blocks[i].error = targets[i].substr(1);
             // Without the events: top shows none, and the ring is most of the file.
-            else if (!interpret::snapshotReport(targets[i], &blocks[i].report, &blocks[i].error, false) &&
+            else if (!interpret::snapshotReport(targets[i], &blocks[i].report, &blocks[i].error, 0) &&
                      blocks[i].error.empty())
                 blocks[i].error = "cannot read " + targets[i];
         }
