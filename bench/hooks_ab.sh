@@ -5,12 +5,14 @@
 # only interleaved measurements compare). Each measurement: bench_hooks with the preload and no
 # stacks, with default stacks, and the recorder pair alone (bench_parts), in ns added per
 # cudaMalloc+cudaFree pair. Prints each cycle, then per figure the median of B − A and of A' − A
-# over the cycles with a 95 % interval of the median (order statistics: no assumption on the
-# noise). A change is shown when the B − A interval excludes zero and the placebo's is narrower
+# over the cycles with an interval that covers the median with at least 95 % (the exact
+# order-statistics interval, bench/median_interval.awk: no assumption on the noise; 6 cycles or
+# more for 95 %). A change is shown when the B − A interval excludes zero and the placebo's is narrower
 # than the change.
 # Usage: bench/hooks_ab.sh BUILD_A BUILD_B [CYCLES]
 #   (each BUILD holds lib/liboomscope.so, bench/bench_hooks, bench/bench_parts, fakecuda/lib)
 set -eu
+here=$(cd "$(dirname "$0")" && pwd)
 a=$(cd "${1:?usage: hooks_ab.sh BUILD_A BUILD_B [CYCLES]}" && pwd)
 b=$(cd "${2:?usage: hooks_ab.sh BUILD_A BUILD_B [CYCLES]}" && pwd)
 cycles=${3:-7}
@@ -44,16 +46,11 @@ for cycle in $(seq "$cycles"); do
       c, $1, $4, $7, $2, $5, $8, $3, $6, $9 }'
 done
 
-# Median of column $2 − column $1 over the cycles, with the 95 % interval of the median: the
-# order statistics at n/2 −+ 0.98 sqrt(n).
+# Median of column $2 − column $1 over the cycles, with its exact order-statistics interval
+# (bench/median_interval.awk).
 summary() {
-  awk -v x="$2" -v y="$1" '{ print $x - $y }' "$out" | sort -g | awk -v what="$3" '
-    { v[NR] = $1 }
-    END {
-      n = NR; med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-      lo = int(n / 2 - 0.98 * sqrt(n)); hi = int(n / 2 + 0.98 * sqrt(n) + 1)
-      if (lo < 1) lo = 1; if (hi > n) hi = n
-      printf "  %-34s median %+.1f ns, 95 %% interval [%+.1f, %+.1f] ns\n", what, med, v[lo], v[hi] }'
+  awk -v x="$2" -v y="$1" '{ print $x - $y }' "$out" | sort -g |
+    awk -v what="$3" -v unit=ns -v fmt=%+.1f -f "$here/median_interval.awk"
 }
 echo "over $cycles cycles:"
 summary 1 4 "no stacks, B − A"

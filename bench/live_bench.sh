@@ -10,9 +10,11 @@
 # whether or not the machine lends it a CPU all the time) and for its rate over a reference's:
 # a second live_loop, same preload, whose flight file nobody reads, counted in the same windows.
 # A machine whose speed drifts (a VM's neighbours) moves both; the ratio keeps what reading the
-# program's own file costs it (the looker's general load on the machine falls on both). Prints the median of each ratio with
-# a 95 % interval of the median (order statistics: no assumption on the noise); a change is
-# shown when its interval excludes zero and is narrower than the effect. Windows of one process
+# program's own file costs it (the looker's general load on the machine falls on both). Prints
+# the median of each ratio with an interval that covers it with at least 95 % (the exact
+# order-statistics interval, bench/median_interval.awk: no assumption on the noise; 6 cycles
+# or more for 95 %); a change is shown when its interval excludes zero and the placebo's is
+# narrower than the change. Windows of one process
 # compare far better than separate runs (separate runs of one configuration differed by 3-6 %).
 # Then how long one snapshot and one top frame take (the looker's own CPU). Pick THREADS so that
 # 2 x THREADS + 1 CPUs are free (the program, the reference and the looker each need their own,
@@ -21,6 +23,7 @@
 # Usage: bench/live_bench.sh BUILD_DIR [THREADS] [SECONDS] [CYCLES]
 #   (BUILD_DIR holds bin/oomscope, lib/liboomscope.so, fakecuda/bin/live_loop, fakecuda/lib)
 set -eu
+here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: live_bench.sh BUILD_DIR [THREADS] [SECONDS] [CYCLES]}" && pwd)
 threads=${2:-1}
 seconds=${3:-3}
@@ -119,16 +122,11 @@ echo stop >&4
 exec 3>&- 4>&-
 wait "$pid" "$ref"
 
-# Median of column $2/$1 - 1 over the cycles, with the 95 % interval of the median: the order
-# statistics at n/2 -+ 0.98 sqrt(n) (the binomial's normal approximation).
+# Median of column $2/$1 - 1 over the cycles (in %), with its exact order-statistics interval
+# (bench/median_interval.awk).
 summary() {
-  awk -v num="$2" -v den="$1" '{ print ($num / $den - 1) * 100 }' "$out/cycles" | sort -g | awk -v what="$3" '
-    { v[NR] = $1 }
-    END {
-      n = NR; med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-      lo = int(n / 2 - 0.98 * sqrt(n)); hi = int(n / 2 + 0.98 * sqrt(n) + 1)
-      if (lo < 1) lo = 1; if (hi > n) hi = n
-      printf "  %-42s median %+.2f %%, 95 %% interval [%+.2f, %+.2f] %%\n", what, med, v[lo], v[hi] }'
+  awk -v num="$2" -v den="$1" '{ print ($num / $den - 1) * 100 }' "$out/cycles" | sort -g |
+    awk -v what="$3" -v unit=% -v fmt=%+.2f -f "$here/median_interval.awk"
 }
 echo "over $cycles cycles (B, C, D against A of the same cycle):"
 summary 1 2 "rate with top (B)"
