@@ -100,6 +100,14 @@ bool readHeader(const unsigned char* data, size_t bytes, flight::Header* h, std:
     return true;
 }
 
+// The ring's head (slots claimed so far) in a copy of the header page.
+uint64_t firstHead(const unsigned char* header)
+{
+    uint64_t head = 0;
+    std::memcpy(&head, header + flight::kRingHeadOffset, sizeof(head));
+    return head;
+}
+
 // The ring's slot positions read for the newest `events` events: [from, from + count) modulo
 // the capacity, below the head the file's first read gave. Producers claim slot::kBlock slots
 // at a time per thread, so the newest events by time can sit up to a block per thread below the
@@ -109,12 +117,6 @@ bool readHeader(const unsigned char* data, size_t bytes, flight::Header* h, std:
 struct RingWindow {
     uint64_t from = 0, count = 0;
 };
-uint64_t firstHead(const unsigned char* header)
-{
-    uint64_t head = 0;
-    std::memcpy(&head, header + flight::kRingHeadOffset, sizeof(head));
-    return head;
-}
 RingWindow ringWindow(const flight::Header& h, uint64_t head, size_t events)
 {
     constexpr uint64_t kSlack = slot::kBlock * 64;

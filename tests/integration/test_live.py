@@ -1,5 +1,6 @@
 """Looking at a running process without stopping it: `oomscope snapshot` and `oomscope top`
 read its flight-recorder file (tests/integration/programs/live_loop.cpp is the process)."""
+import contextlib
 import os
 import shutil
 import signal
@@ -28,14 +29,29 @@ def stop(proc):
     return out
 
 
-def snapshot(build, target, outdir):
+def snapshot(build, target, outdir, *args):
     # outdir does not exist yet: -o makes it, as `run -o` does
-    r = subprocess.run([build.oomscope, "snapshot", str(target), "-o", str(outdir)], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([build.oomscope, "snapshot", str(target), "-o", str(outdir), *args], capture_output=True,
+                       text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     path = r.stdout.strip()
     assert os.path.dirname(path) == str(outdir)
     return t.load(path)
+
+
+@contextlib.contextmanager
+def quiet_process(build, outdir):
+    """alloc_modes "wait": allocates (t.check_alloc_modes_live), says ready, then only waits
+    until SIGTERM."""
+    env = build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(outdir))
+    proc = subprocess.Popen([build.program("alloc_modes"), "wait"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=str(outdir))
+    try:
+        t.wait_for_line(proc, "ready")
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
 
 
 def check_consistent(rep, pid):
@@ -80,19 +96,12 @@ def test_snapshots_of_eight_threads_at_full_speed_are_each_consistent(build, tmp
 def test_a_snapshot_of_a_quiet_process_equals_a_request_report_at_the_same_moment(build, tmp_path):
     # alloc_modes "wait" allocates and then only waits: its dump-signal report and a snapshot
     # must hold the same sites and live bytes.
-    env = build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(tmp_path))
-    proc = subprocess.Popen([build.program("alloc_modes"), "wait"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
-    try:
-        t.wait_for_line(proc, "ready")
+    with quiet_process(build, tmp_path) as proc:
         snap = snapshot(build, proc.pid, tmp_path / "snap")
         proc.send_signal(signal.SIGUSR2)
         for line in proc.stderr:
             if "request report written to" in line:
                 break
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
     request = t.load(t.reports_in(str(tmp_path))["request"][0])
     check_consistent(snap, proc.pid)
     t.check_alloc_modes_live(snap)
@@ -111,21 +120,9 @@ def test_a_snapshot_of_a_quiet_process_equals_a_request_report_at_the_same_momen
 def test_snapshot_events_keeps_the_newest_and_nothing_else_changes(build, tmp_path):
     # A quiet process: a whole snapshot and one of its newest 5 events hold the same sites and
     # live bytes; the short timeline is the whole one's last 5 rows, the rest counted as dropped.
-    env = build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(tmp_path))
-    proc = subprocess.Popen([build.program("alloc_modes"), "wait"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))
-    try:
-        t.wait_for_line(proc, "ready")
+    with quiet_process(build, tmp_path) as proc:
         whole = snapshot(build, proc.pid, tmp_path / "whole")
-        reps = {}
-        for n in (5, 0):
-            r = subprocess.run([build.oomscope, "snapshot", str(proc.pid), "--events", str(n), "-o",
-                                str(tmp_path / f"e{n}")], capture_output=True, text=True, timeout=120)
-            assert r.returncode == 0, r.stderr
-            reps[n] = t.load(r.stdout.strip())
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        reps = {n: snapshot(build, proc.pid, tmp_path / f"e{n}", "--events", str(n)) for n in (5, 0)}
     rows = whole["timeline"]["rows"]
     assert len(rows) > 5
     for n, rep in reps.items():
@@ -161,15 +158,10 @@ def test_snapshot_events_of_a_wrapped_ring_reads_a_window_and_keeps_the_newest(b
     flights = [p for p in os.listdir(tmp_path) if p.endswith(".flight")]
     assert len(flights) == 1, flights
     flight = str(tmp_path / flights[0])
-    reps = {}
-    for n in ("all", "1000"):
-        extra = [] if n == "all" else ["--events", n]
-        r = subprocess.run([build.oomscope, "snapshot", flight, *extra, "-o", str(tmp_path / n)], capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        reps[n] = t.load(r.stdout.strip())
-        check_consistent(reps[n], proc.pid)
-    whole, short = reps["all"], reps["1000"]
+    whole = snapshot(build, flight, tmp_path / "all")
+    short = snapshot(build, flight, tmp_path / "1000", "--events", "1000")
+    for rep in (whole, short):
+        check_consistent(rep, proc.pid)
     assert whole["timeline"]["pushed"] > 3 * ring
     assert len(whole["timeline"]["rows"]) > ring - 2 * 256  # the ring, less slots claimed and not filled
     assert short["timeline"]["rows"] == whole["timeline"]["rows"][-1000:]
