@@ -10,7 +10,7 @@
 # more for 95 %). A change is shown when the B − A interval excludes zero and the placebo's is narrower
 # than the change.
 # Usage: bench/hooks_ab.sh BUILD_A BUILD_B [CYCLES]
-#   (each BUILD holds lib/liboomscope.so, bench/bench_hooks, bench/bench_parts, fakecuda/lib)
+#   (each BUILD holds lib/oomscope/liboomscope.so, bench/bench_hooks, bench/bench_parts, fakecuda/lib)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 a=$(cd "${1:?usage: hooks_ab.sh BUILD_A BUILD_B [CYCLES]}" && pwd)
@@ -24,9 +24,9 @@ trap 'rm -f "$out"' EXIT
 measure() {
   local build=$1 fake nostack stacks pair
   fake=$(cd -P "$build/bench/.." && pwd)/fakecuda/lib
-  nostack=$(LD_LIBRARY_PATH=$fake LD_PRELOAD=$build/lib/liboomscope.so OOMSCOPE_STACK_DEPTH=0 \
+  nostack=$(LD_LIBRARY_PATH=$fake LD_PRELOAD=$build/lib/oomscope/liboomscope.so OOMSCOPE_STACK_DEPTH=0 \
     "$build/bench/bench_hooks" 20000 101 1 | grep -o "added [0-9.-]* ns" | head -1 | awk '{ print $2 }')
-  stacks=$(LD_LIBRARY_PATH=$fake LD_PRELOAD=$build/lib/liboomscope.so "$build/bench/bench_hooks" 20000 51 1 |
+  stacks=$(LD_LIBRARY_PATH=$fake LD_PRELOAD=$build/lib/oomscope/liboomscope.so "$build/bench/bench_hooks" 20000 51 1 |
     grep -o "added [0-9.-]* ns" | head -1 | awk '{ print $2 }')
   pair=$("$build/bench/bench_parts" 20000 51 | grep "recorder pair, 1 Mi" | grep -o "[0-9.]* ns" | awk '{ print $1 }')
   echo "$nostack $stacks $pair"

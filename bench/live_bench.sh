@@ -21,7 +21,7 @@
 # or the comparison measures the scheduler); more than one thread queues on the fake device's
 # global mutexes, and a queue's rate depends on how fast its sleepers are woken.
 # Usage: bench/live_bench.sh BUILD_DIR [THREADS] [SECONDS] [CYCLES]
-#   (BUILD_DIR holds bin/oomscope, lib/liboomscope.so, fakecuda/bin/live_loop, fakecuda/lib)
+#   (BUILD_DIR holds bin/oomscope, lib/oomscope/liboomscope.so, fakecuda/bin/live_loop, fakecuda/lib)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: live_bench.sh BUILD_DIR [THREADS] [SECONDS] [CYCLES]}" && pwd)
@@ -42,7 +42,7 @@ echo "live_loop churn $threads (and a reference live_loop churn $threads nobody 
 start_churn() {
   mkdir -p "$1"
   mkfifo "$1/in"
-  LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$1" \
+  LD_PRELOAD="$build/lib/oomscope/liboomscope.so" OOMSCOPE_OUTPUT_DIR="$1" \
     "$build/fakecuda/bin/live_loop" churn "$threads" <"$1/in" >"$1/out" 2>"$1/err" &
   started=$!
 }

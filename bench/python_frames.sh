@@ -10,6 +10,6 @@ export FAKECUDA_UNBACKED=1 OOMSCOPE_EXIT_REPORT=0 OOMSCOPE_CUPTI=off OOMSCOPE_TO
 export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 run() { echo "$1: $(env "${@:2}" python3 "$here/python_frames.py" "$fake/libcudart.so.13" 20000 20 15)"; }
 run plain OOMSCOPE_BENCH=plain
-run "preload, no stacks" LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_STACK_DEPTH=0
-run "preload, native stacks only" LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_PYTHON_FRAMES=0
-run "preload, native + Python frames" LD_PRELOAD="$build/lib/liboomscope.so"
+run "preload, no stacks" LD_PRELOAD="$build/lib/oomscope/liboomscope.so" OOMSCOPE_STACK_DEPTH=0
+run "preload, native stacks only" LD_PRELOAD="$build/lib/oomscope/liboomscope.so" OOMSCOPE_PYTHON_FRAMES=0
+run "preload, native + Python frames" LD_PRELOAD="$build/lib/oomscope/liboomscope.so"

@@ -16,8 +16,8 @@ export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
 echo "== hooks (fake CUDA driver, $threads threads for contention)"
 "$build/bench/bench_hooks" 20000 51 "$threads"
-LD_PRELOAD="$build/lib/liboomscope.so" OOMSCOPE_STACK_DEPTH=0 "$build/bench/bench_hooks" 20000 51 "$threads"
-LD_PRELOAD="$build/lib/liboomscope.so" "$build/bench/bench_hooks" 20000 51 "$threads"
+LD_PRELOAD="$build/lib/oomscope/liboomscope.so" OOMSCOPE_STACK_DEPTH=0 "$build/bench/bench_hooks" 20000 51 "$threads"
+LD_PRELOAD="$build/lib/oomscope/liboomscope.so" "$build/bench/bench_hooks" 20000 51 "$threads"
 echo "== recorder hot path"
 "$build/bench/bench_record" "$threads" 200000
 "$build/bench/bench_parts" 20000 51

@@ -1,5 +1,7 @@
 #include "cupti/backend.h"
 
+#include "common/paths.h"
+
 #include "cupti/calls.h"
 #include "interpose/recording.h"
 #include "interpose/hooks.h"
@@ -86,22 +88,6 @@ void notice(const std::string& text)
     dprintf(2, "oomscope: %s\n", text.c_str());
 }
 
-std::string dirOf(const void* symbol)
-{
-    Dl_info info{};
-    if (!symbol || !dladdr(symbol, &info) || !info.dli_fname)
-        return {};
-    std::string path = info.dli_fname;
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
-bool isFile(const std::string& path)
-{
-    struct stat st {};
-    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
 // Where libcupti is looked for, in order: OOMSCOPE_CUPTI_LIB alone when set; else a libcupti
 // already loaded (the program's own: Kineto's); the folder of the libcudart in use (PyTorch
 // wheels: nvidia/cu13/lib) and its toolkit's extras/CUPTI; the folder of the libcuda in use;
@@ -111,13 +97,13 @@ std::vector<std::string> candidates()
     std::vector<std::string> out;
     const char* const sonames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
     std::vector<std::string> dirs;
-    const std::string runtime = dirOf(reinterpret_cast<void*>(oi::realFn<oi::HookId::cudaMalloc>()));
+    const std::string runtime = common::moduleDirectory(reinterpret_cast<void*>(oi::realFn<oi::HookId::cudaMalloc>()));
     if (!runtime.empty()) {
         dirs.push_back(runtime);
         dirs.push_back(runtime + "/../extras/CUPTI/lib64");
         dirs.push_back(runtime + "/../../../extras/CUPTI/lib64");  // targets/<arch>/lib
     }
-    const std::string driver = dirOf(reinterpret_cast<void*>(oi::realFn<oi::HookId::cuMemAlloc_v2>()));
+    const std::string driver = common::moduleDirectory(reinterpret_cast<void*>(oi::realFn<oi::HookId::cuMemAlloc_v2>()));
     if (!driver.empty())
         dirs.push_back(driver);
     for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
@@ -131,7 +117,7 @@ std::vector<std::string> candidates()
     for (const std::string& dir : dirs) {
         for (const char* soname : sonames) {
             const std::string path = dir + "/" + soname;
-            if (isFile(path))
+            if (common::isFile(path))
                 out.push_back(path);
         }
     }

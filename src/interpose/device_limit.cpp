@@ -1,11 +1,13 @@
 #include "interpose/device_limit.h"
 
+#include "common/bytes.h"
+#include "common/device_cards.h"
+
 #include "interpose/device_probe.h"
 #include "interpose/hooks.h"
 #include "interpose/nvml_probe.h"
 #include "interpose/recording.h"
 #include "track/config.h"
-#include "track/device_cards.h"
 #include "track/live_counters.h"
 #include "track/recorder.h"
 
@@ -33,8 +35,8 @@ const Limits& limits()
             if (parseDeviceLimits(text, out->bytes, kDevices))
                 out->on = true;
             else
-                std::fprintf(stderr, "oomscope: OOMSCOPE_DEVICE_LIMIT=%s is not a size list or a card's name: "
-                                     "running unlimited\n", text);
+                std::fprintf(stderr, "oomscope: OOMSCOPE_DEVICE_LIMIT=%s is not %s: running unlimited\n", text,
+                             common::kDeviceLimitGrammar);
         }
         return out;
     }();
@@ -77,9 +79,9 @@ bool inForce(int device)
         uint8_t expected = 0;
         const uint8_t next = limits().bytes[device] > total ? 2 : 1;
         if (g_state[device].compare_exchange_strong(expected, next) && next == 2)
-            std::fprintf(stderr, "oomscope: the device limit of %.2f GiB is more than device %d has (%.2f GiB): "
-                                 "running unlimited there\n", double(limits().bytes[device]) / double(1 << 30), device,
-                         double(total) / double(1 << 30));
+            std::fprintf(stderr, "oomscope: the device limit of %s is more than device %d has (%s): "
+                                 "running unlimited there\n", common::formatBytes(limits().bytes[device]).c_str(), device,
+                         common::formatBytes(total).c_str());
         state = g_state[device].load(std::memory_order_acquire);
     }
     return state == 1;
@@ -94,7 +96,7 @@ uint64_t used(int device)
 
 bool parseDeviceLimits(const char* text, uint64_t* out, int max) noexcept
 {
-    return track::parseDeviceLimitList(text, out, max, track::parseSize);
+    return common::parseDeviceLimitList(text, out, max);
 }
 
 bool deviceLimitOn() noexcept

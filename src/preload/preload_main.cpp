@@ -4,6 +4,7 @@
 // report writer (src/interpret through report_writer.h) and CUPTI (src/cupti), which starts
 // right after the recorder. Nothing here runs in a process that never touches CUDA, but the
 // constructor's one symbol lookup.
+#include "common/paths.h"
 #include "cupti/backend.h"
 #include "interpose/device_probe.h"
 #include "interpose/recording.h"
@@ -20,18 +21,8 @@ namespace track = oomscope::track;
 
 namespace {
 
-std::string ownDirectory()
-{
-    Dl_info info{};
-    if (!dladdr(reinterpret_cast<void*>(&ownDirectory), &info) || !info.dli_fname)
-        return {};
-    std::string path = info.dli_fname;
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
-}
-
-// In a Python process, put the adapter's folder (<prefix>/share/oomscope/python, beside
-// <prefix>/lib/liboomscope.so) first on PYTHONPATH: the interpreter reads it after the
+// In a Python process, put the adapter's folder (<prefix>/share/oomscope/python, from
+// <prefix>/lib/oomscope/liboomscope.so: common/paths.h) first on PYTHONPATH: the interpreter reads it after the
 // constructors of preloaded objects run, so plain LD_PRELOAD gets the PyTorch adapter too.
 // Any other process: one failed symbol lookup, nothing else.
 __attribute__((constructor)) void onLoad()
@@ -40,7 +31,8 @@ __attribute__((constructor)) void onLoad()
         return;
     if (!oi::realDlsym(RTLD_DEFAULT, "Py_InitializeFromConfig") && !oi::realDlsym(RTLD_DEFAULT, "Py_Initialize"))
         return;
-    const std::string dir = ownDirectory() + "/../share/oomscope/python";
+    const std::string dir = oomscope::common::moduleDirectory(reinterpret_cast<const void*>(&onLoad)) +
+                            oomscope::common::kPrefixFromPreloadDir + "/" + oomscope::common::kPythonFromPrefix;
     struct stat st {};
     if (stat((dir + "/sitecustomize.py").c_str(), &st) != 0)
         return;

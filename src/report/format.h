@@ -2,14 +2,16 @@
 // minimal aligned-table builder. Pure functions.
 #pragma once
 
+#include "common/bytes.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace oomscope::report {
 
-std::string formatBytes(uint64_t bytes);          // "512 B", "1.50 KiB", "2.00 MiB", "79.10 GiB"
-std::string formatSignedBytes(int64_t bytes);     // "+1.00 GiB", "-12.00 MiB", "0 B"
+using common::formatBytes;        // "512 B", "1.50 KiB", "2.00 MiB", "79.10 GiB"
+using common::formatSignedBytes;  // "+1.00 GiB", "-12.00 MiB", "0 B"
 std::string formatSeconds(uint64_t ns);           // "12.345 s"
 std::string formatHex(uint64_t value);            // "0x7f3a00000000"
 std::string baseName(const std::string& path);

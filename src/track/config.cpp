@@ -1,6 +1,7 @@
 #include "track/config.h"
 
-#include "track/dump_signal.h"
+#include "common/dump_signal.h"
+#include "common/size.h"
 #include "track/event_slot.h"
 #include "track/flight_writer.h"
 
@@ -13,42 +14,6 @@
 #include <new>
 
 namespace oomscope::track {
-
-bool parseSize(const char* text, uint64_t* out)
-{
-    if (!text)
-        return false;
-    while (std::isspace(static_cast<unsigned char>(*text)))
-        ++text;
-    if (!std::isdigit(static_cast<unsigned char>(*text)))
-        return false;
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    while (std::isspace(static_cast<unsigned char>(*end)))
-        ++end;
-    std::string unit(end);
-    while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.back())))
-        unit.pop_back();
-    for (char& c : unit)
-        c = char(std::tolower(static_cast<unsigned char>(c)));
-    uint64_t scale = 1;
-    if (unit.empty() || unit == "b")
-        scale = 1;
-    else if (unit == "k" || unit == "ki" || unit == "kib" || unit == "kb")
-        scale = uint64_t(1) << 10;
-    else if (unit == "m" || unit == "mi" || unit == "mib" || unit == "mb")
-        scale = uint64_t(1) << 20;
-    else if (unit == "g" || unit == "gi" || unit == "gib" || unit == "gb")
-        scale = uint64_t(1) << 30;
-    else if (unit == "t" || unit == "ti" || unit == "tib" || unit == "tb")
-        scale = uint64_t(1) << 40;
-    else
-        return false;
-    if (value > UINT64_MAX / scale)
-        return false;
-    *out = value * scale;
-    return true;
-}
 
 bool envFlag(const char* name, bool fallback)
 {
@@ -98,7 +63,7 @@ const Config& Config::get()
         uint64_t n = 0;
         c->flightMiB = flightMiBFrom(std::getenv("OOMSCOPE_FLIGHT_MIB"), c->flightMiB);
         c->ringEvents = ringEventsFor(c->flightMiB);
-        if (parseSize(std::getenv("OOMSCOPE_RING_EVENTS"), &n) && n > 0 && n <= (uint64_t(1) << 28))
+        if (const char* ring = std::getenv("OOMSCOPE_RING_EVENTS"); ring && common::parseSize(ring, &n) && n > 0 && n <= (uint64_t(1) << 28))
             c->ringEvents = size_t(n);
         if (const char* d = std::getenv("OOMSCOPE_STACK_DEPTH"); d && *d) {
             const long depth = std::strtol(d, nullptr, 10);
@@ -110,7 +75,7 @@ const Config& Config::get()
         c->exitReport = envFlag("OOMSCOPE_EXIT_REPORT", true);
         c->flight = envFlag("OOMSCOPE_FLIGHT", true);
         c->signalReports = envFlag("OOMSCOPE_SIGNALS", true);
-        c->dumpSignal = parseDumpSignal(std::getenv("OOMSCOPE_DUMP_SIGNAL"));
+        c->dumpSignal = common::parseDumpSignal(std::getenv("OOMSCOPE_DUMP_SIGNAL"));
         c->quiet = envFlag("OOMSCOPE_QUIET", false);
         if (const char* ms = std::getenv("OOMSCOPE_OOM_EPISODE_MS"); ms && *ms)
             c->oomEpisodeMs = uint32_t(std::strtoul(ms, nullptr, 10));

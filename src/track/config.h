@@ -43,8 +43,6 @@ size_t ringEventsFor(size_t mib);
 // OOMSCOPE_FLIGHT_MIB's value: whole MiB, 1 to 16384 (clamped); fallback when unset or not a number.
 size_t flightMiBFrom(const char* text, size_t fallback);
 
-// Parses "1048576", "64Ki", "1Mi", "2GiB", "512MB"… into a count; false on garbage.
-bool parseSize(const char* text, uint64_t* out);
 bool envFlag(const char* name, bool fallback);
 
 } // namespace oomscope::track

@@ -1,5 +1,7 @@
 #include "track/recorder.h"
 
+#include "common/paths.h"
+
 #include "track/backtrace.h"
 #include "track/config.h"
 #include "track/fast_clock.h"
@@ -18,18 +20,6 @@ namespace oomscope::track {
 std::atomic<Recorder*> Recorder::s_instance{nullptr};
 
 namespace {
-
-std::string ownDirectory()
-{
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&ownDirectory), &info) && info.dli_fname) {
-        std::string path = info.dli_fname;
-        const size_t slash = path.rfind('/');
-        if (slash != std::string::npos)
-            return path.substr(0, slash);
-    }
-    return {};
-}
 
 LiveAllocation liveEntry(const Allocation& alloc, uint64_t timeNs)
 {
@@ -96,7 +86,7 @@ Recorder* Recorder::start(void (*configure)(Recorder&))
         return nullptr;
     const auto range = moduleRangeOf(reinterpret_cast<const void*>(&Recorder::start));
     recorder->setOwnModule(range.first, range.second);
-    const std::string dir = ownDirectory();
+    const std::string dir = common::moduleDirectory(reinterpret_cast<const void*>(&liveEntry));
     backtraceInit(dir.c_str());
     if (configure)
         configure(*recorder);

@@ -12,6 +12,7 @@
 //                            call), for benchmarks of the hooks; the memory must not be touched
 // Allocations are counted in 256-byte units; VMM physical memory in 2 MiB granules.
 // Not a CUDA emulator: no kernels, copies are memcpy, streams are ignored.
+#include "common/size.h"
 #include "interpose/cuda_extra.h"
 
 #include <cupti.h>  // callback ids and parameter structs, for the fake CUPTI's callbacks
@@ -46,24 +47,12 @@ namespace {
 
 constexpr uint64_t kGranularity = 2ull << 20;
 
+// FAKECUDA_* sizes read by oomscope's own grammar (common/size.h); garbage keeps the fallback.
 uint64_t envSize(const char* name, uint64_t fallback)
 {
     const char* v = std::getenv(name);
-    if (!v || !*v)
-        return fallback;
-    char* end = nullptr;
-    const double n = std::strtod(v, &end);
-    std::string unit(end ? end : "");
-    uint64_t scale = 1;
-    if (unit == "KiB" || unit == "K" || unit == "k" || unit == "KB")
-        scale = 1ull << 10;
-    else if (unit == "MiB" || unit == "M" || unit == "MB")
-        scale = 1ull << 20;
-    else if (unit == "GiB" || unit == "G" || unit == "GB")
-        scale = 1ull << 30;
-    else if (unit == "TiB" || unit == "T" || unit == "TB")
-        scale = 1ull << 40;
-    return uint64_t(n * double(scale));
+    uint64_t n = 0;
+    return v && *v && oomscope::common::parseSize(v, &n) ? n : fallback;
 }
 
 uint64_t roundUp(uint64_t v, uint64_t to)

@@ -24,9 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     lines.resize(5);
     CheckArguments args;
     args.failOn = lines[0];
-    args.maxPeak = lines[1];
-    args.maxFragmentation = lines[2];
-    args.maxGrowth = lines[3];
+    // An empty line: the option not given.
+    const auto given = [](const std::string& s) { return s.empty() ? std::nullopt : std::optional<std::string>(s); };
+    args.maxPeak = given(lines[1]);
+    args.maxFragmentation = given(lines[2]);
+    args.maxGrowth = given(lines[3]);
     args.haveBaseline = lines[4] == "1";
     CheckOptions options;
     std::string error;

@@ -28,7 +28,7 @@ class Build:
         self.dir = BUILD
         self.source = SOURCE
         self.oomscope = os.path.join(BUILD, "bin", "oomscope")
-        self.preload = os.path.join(BUILD, "lib", "liboomscope.so")
+        self.preload = os.path.join(BUILD, "lib", "oomscope", "liboomscope.so")
         self.fake_lib = os.path.join(BUILD, "fakecuda", "lib")
         self.worker_lib = os.path.join(BUILD, "fakecuda", "bin", "libnative_worker.so")
 

@@ -4,7 +4,8 @@
 #include "launch.h"
 
 #include "command.h"
-#include "track/dump_signal.h"
+#include "common/dump_signal.h"
+#include "common/paths.h"
 
 #include <cerrno>
 #include <climits>
@@ -104,12 +105,6 @@ void waitForwarding(const std::vector<pid_t>& children, std::vector<Ran>* ran, c
 
 } // namespace
 
-std::string dirName(const std::string& path)
-{
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 std::string selfDir()
 {
     char buf[PATH_MAX];
@@ -117,28 +112,6 @@ std::string selfDir()
     if (n <= 0)
         return ".";
     return dirName(std::string(buf, size_t(n)));
-}
-
-bool isFile(const std::string& path)
-{
-    struct stat st {};
-    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-bool isDir(const std::string& path)
-{
-    struct stat st {};
-    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-std::string absolute(const std::string& path)
-{
-    if (!path.empty() && path[0] == '/')
-        return path;
-    char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof(cwd)))
-        return path;
-    return path.empty() || path == "." ? std::string(cwd) : std::string(cwd) + "/" + path;
 }
 
 bool makeDirs(const std::string& path)
@@ -168,7 +141,7 @@ std::set<std::string> reportsIn(const std::string& dir)
 std::string preloadLibrary()
 {
     const char* override = std::getenv("OOMSCOPE_LIB");
-    return override && *override ? override : dirName(selfDir()) + "/lib/liboomscope.so";
+    return override && *override ? override : dirName(selfDir()) + "/" + common::kPreloadFromPrefix;
 }
 
 // The program's environment: the library preloaded (or injected), the output folder, the
@@ -198,7 +171,7 @@ bool prepareEnvironment(const std::string& lib, const std::string& outputDir, co
         addPreload(lib);
     }
     setenv("OOMSCOPE_OUTPUT_DIR", outputDir.c_str(), 1);
-    const std::string python = dirName(dirName(lib)) + "/share/oomscope/python";
+    const std::string python = dirName(lib) + common::kPrefixFromPreloadDir + "/" + common::kPythonFromPrefix;
     if (isDir(python)) {
         prependEnv("PYTHONPATH", python, ':');
         // pytest loads the GPU-budget markers' plugin by itself (oomscope.pytest_plugin).
@@ -223,7 +196,7 @@ std::vector<Ran> spawnAll(const std::vector<Launch>& launches)
     for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGCHLD})
         sigaddset(&forwarded, sig);
     // `kill -USR2` to oomscope run asks the program for a report, as sent to the program itself.
-    if (const int dump = track::parseDumpSignal(std::getenv("OOMSCOPE_DUMP_SIGNAL")))
+    if (const int dump = common::parseDumpSignal(std::getenv("OOMSCOPE_DUMP_SIGNAL")))
         sigaddset(&forwarded, dump);
     sigprocmask(SIG_BLOCK, &forwarded, &previousMask);
     std::vector<pid_t> children(launches.size(), -1);

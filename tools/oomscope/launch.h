@@ -1,6 +1,8 @@
 // Launching a program under oomscope, shared by `run` and `fit` (launch.cpp).
 #pragma once
 
+#include "common/paths.h"
+
 #include <set>
 #include <string>
 #include <utility>
@@ -8,15 +10,15 @@
 
 namespace oomscope::cli {
 
-std::string dirName(const std::string& path);
+using common::absolute;
+using common::dirName;
+using common::isDir;
+using common::isFile;
 std::string selfDir();
-bool isFile(const std::string& path);
-bool isDir(const std::string& path);
-std::string absolute(const std::string& path);
 bool makeDirs(const std::string& path);
 // The names of the reports (oomscope-*.json) in dir.
 std::set<std::string> reportsIn(const std::string& dir);
-// liboomscope.so of this install tree (<prefix>/bin/oomscope -> <prefix>/lib), or OOMSCOPE_LIB.
+// liboomscope.so of this install tree (<prefix>/bin/oomscope -> <prefix>/lib/oomscope), or OOMSCOPE_LIB.
 std::string preloadLibrary();
 
 // The program's environment: the library preloaded (or injected), the output folder, the

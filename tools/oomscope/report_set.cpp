@@ -1,5 +1,6 @@
 #include "report_set.h"
 
+#include "common/paths.h"
 #include "interpret/recover.h"
 #include "report/json_reader.h"
 #include "report/report_file.h"
@@ -12,12 +13,6 @@
 
 namespace oomscope::cli {
 namespace {
-
-bool isDirectory(const std::string& path)
-{
-    struct stat st {};
-    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 bool endsWith(const std::string& s, const std::string& suffix)
 {
@@ -63,14 +58,14 @@ void addReport(ReportSet* set, const std::string& path, bool flight)
 
 bool isSingleReport(const std::vector<std::string>& arguments)
 {
-    return arguments.size() == 1 && !isDirectory(arguments.front());
+    return arguments.size() == 1 && !common::isDir(arguments.front());
 }
 
 bool loadReportSet(const std::vector<std::string>& arguments, ReportSet* out, std::string* error)
 {
     std::vector<std::string> flights;
     for (const std::string& arg : arguments) {
-        if (isDirectory(arg)) {
+        if (common::isDir(arg)) {
             out->fromDirectory = true;
             std::vector<std::string> reports;
             listDirectory(arg, &reports, &flights);

@@ -121,25 +121,43 @@ def peak_reset():
         lib.oomscope_peak_reset()
 
 
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNIT_POWERS = {"": 0, "b": 0}
+for _power, _letter in enumerate("kmgt", start=1):
+    for _suffix in ("", "i", "ib", "b"):
+        _UNIT_POWERS[_letter + _suffix] = _power
+_SIZE_GRAMMAR = ("a number and an optional unit, B, KiB, MiB, GiB or TiB (Ki, K and KB alike; powers of 1024), "
+                 "e.g. 1.5GiB")
+_SPACES = " \t\n\r\f\v"
 
 
 def parse_size(text):
-    """'8GiB', '512 MiB', '1.5GB', 1024 -> bytes. ValueError, naming the accepted units, for
-    anything else."""
-    if isinstance(text, int) and not isinstance(text, bool) and text >= 0:
+    """'8GiB', '512 MiB', '1.5GB', 1024 -> bytes, by oomscope's one size grammar (docs/sizes.md;
+    the C++ side is src/common/size.cpp, and tests/fixtures/sizes.json holds both to one table):
+    a number (digits, optionally '.' and up to 18 digits) and an optional unit in any case, B, K/Ki/KiB/KB,
+    M..., G..., T... — every unit a power of 1024, as GPU memory is counted ('8GB' is 8 GiB); whole
+    bytes, rounded down. ValueError, naming the grammar, for anything else."""
+    if isinstance(text, int) and not isinstance(text, bool) and 0 <= text < 2**64:
         return text
-    s = str(text).strip().lower().replace(" ", "")
-    number = s.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = s[len(number):] or "b"
-    try:
-        value = float(number)
-    except ValueError:
-        value = -1.0
-    if unit not in _UNITS or value < 0 or not number:
-        raise ValueError(f"not a size: {text!r} (a number and B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)")
-    return int(value * _UNITS[unit])
+    s = str(text).strip(_SPACES)
+    i = 0
+    while i < len(s) and s[i] in "0123456789":
+        i += 1
+    whole, fraction, digits = s[:i], "", 0
+    if i < len(s) and s[i] == ".":
+        j = i + 1
+        while j < len(s) and s[j] in "0123456789":
+            j += 1
+        fraction, digits = s[i + 1:j], j - i - 1
+        i = j
+    unit = s[i:].strip(_SPACES)
+    power = _UNIT_POWERS.get(unit.lower()) if unit.isascii() else None  # ASCII only, as in C++
+    if not whole or (i > len(whole) and not 0 < digits <= 18) or power is None:
+        raise ValueError(f"not a size: {text!r} ({_SIZE_GRAMMAR})")
+    scale = 1 << (10 * power)
+    value = int(whole) * scale + (int(fraction) * scale // 10**digits if digits else 0)
+    if value >= 2**64:
+        raise ValueError(f"not a size: {text!r} (more than 2^64 - 1 bytes)")
+    return value
 
 
 # At import, with the GIL held: the preload learns this interpreter's frame layout now (see

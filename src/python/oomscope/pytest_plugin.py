@@ -144,6 +144,11 @@ def pytest_runtest_call(item):
     if memory_limit is None and leak_limit is None:
         yield
         return
+    # The limits as enforced, in bytes, and below what was measured: JUnit XML's <properties>
+    # (--junitxml), for CI dashboards.
+    for name, limit in (("limit_gpu_memory_bytes", memory_limit), ("limit_gpu_leaks_bytes", leak_limit)):
+        if limit is not None:
+            item.user_properties.append((name, limit))
     if not oomscope.loaded():
         if not item.config._oomscope_warned:
             item.config._oomscope_warned = True
@@ -160,6 +165,7 @@ def pytest_runtest_call(item):
         return  # the test failed by itself
     problems = []
     peak = oomscope.peak()
+    item.user_properties.append(("gpu_memory_peak_bytes", peak))
     at_peak = False
     if memory_limit is not None and peak > memory_limit:
         problems.append(f"peak GPU memory {_size(peak)} exceeds limit_gpu_memory {_size(memory_limit)}")
@@ -167,6 +173,7 @@ def pytest_runtest_call(item):
     if leak_limit is not None:
         _settle(empty_cache=False)
         leaked = _allocated() - before
+        item.user_properties.append(("gpu_memory_left_bytes", leaked))
         if leaked > leak_limit:
             problems.append(f"{_size(leaked)} of GPU memory still allocated after the test, over limit_gpu_leaks "
                             f"{_size(leak_limit)}")

@@ -1,5 +1,7 @@
 #include "report/analysis/check.h"
 
+#include "common/size.h"
+
 #include "report/analysis/analysis.h"
 #include "report/format.h"
 
@@ -122,6 +124,8 @@ std::vector<CheckResult> checkReport(const Report& r, const CheckOptions& o, con
         c.rule = "peak";
         const Peak p = peakOf(r);
         c.passed = p.bytes <= *o.maxPeak;
+        c.measuredBytes = int64_t(p.bytes);
+        c.limitBytes = *o.maxPeak;
         c.summary = "peak " + formatBytes(p.bytes) + " on device " + std::to_string(p.device) +
                     (c.passed ? " <= " : " > ") + formatBytes(*o.maxPeak);
         out.push_back(std::move(c));
@@ -148,6 +152,8 @@ std::vector<CheckResult> checkReport(const Report& r, const CheckOptions& o, con
         const Peak before = peakOf(*o.baseline);
         const int64_t growth = int64_t(now.bytes) - int64_t(before.bytes);
         c.passed = growth <= int64_t(*o.maxGrowth);
+        c.measuredBytes = growth;
+        c.limitBytes = *o.maxGrowth;
         c.summary = "peak " + formatBytes(now.bytes) + " vs baseline " + formatBytes(before.bytes) + " (" +
                     formatSignedBytes(growth) + (c.passed ? ", within " : ", more than ") +
                     formatBytes(*o.maxGrowth) + ")";
@@ -340,32 +346,6 @@ ReportDiff diffReports(const Report& a, const Report& b, bool byDevice)
     return d;
 }
 
-bool parseSizeArgument(const std::string& text, uint64_t* out)
-{
-    char* end = nullptr;
-    errno = 0;
-    const double value = std::strtod(text.c_str(), &end);
-    if (end == text.c_str() || errno != 0 || !(value >= 0) || !std::isfinite(value))
-        return false;
-    std::string unit(end);
-    for (char& c : unit)
-        c = char(std::tolower(static_cast<unsigned char>(c)));
-    static const std::map<std::string, double> kUnits = {
-        {"", 1.0},         {"b", 1.0},
-        {"k", 1024.0},     {"kb", 1024.0},     {"kib", 1024.0},
-        {"m", 1048576.0},  {"mb", 1048576.0},  {"mib", 1048576.0},
-        {"g", 1073741824.0}, {"gb", 1073741824.0}, {"gib", 1073741824.0},
-        {"t", 1099511627776.0}, {"tb", 1099511627776.0}, {"tib", 1099511627776.0}};
-    const auto it = kUnits.find(unit);
-    if (it == kUnits.end())
-        return false;
-    const double bytes = value * it->second;
-    if (bytes > 1.8e19)
-        return false;
-    *out = uint64_t(bytes);
-    return true;
-}
-
 namespace {
 
 bool parsePercent(std::string text, double* out)
@@ -385,31 +365,31 @@ bool parsePercent(std::string text, double* out)
 bool parseCheckArguments(const CheckArguments& a, CheckOptions* out, std::string* error)
 {
     CheckOptions options;
-    if (!a.maxPeak.empty()) {
+    if (a.maxPeak) {
         uint64_t v = 0;
-        if (!parseSizeArgument(a.maxPeak, &v)) {
-            *error = "--max-peak wants a size such as 24GiB or 512MiB, got \"" + a.maxPeak + "\"";
+        if (!common::parseSize(*a.maxPeak, &v)) {
+            *error = "--max-peak wants a size (" + std::string(common::kSizeGrammar) + "), got \"" + *a.maxPeak + "\"";
             return false;
         }
         options.maxPeak = v;
     }
-    if (!a.maxFragmentation.empty()) {
+    if (a.maxFragmentation) {
         double v = 0;
-        if (!parsePercent(a.maxFragmentation, &v)) {
-            *error = "--max-fragmentation wants a percentage from 0 to 100, got \"" + a.maxFragmentation + "\"";
+        if (!parsePercent(*a.maxFragmentation, &v)) {
+            *error = "--max-fragmentation wants a percentage from 0 to 100, got \"" + *a.maxFragmentation + "\"";
             return false;
         }
         options.maxFragmentationPercent = v;
     }
-    if (!a.maxGrowth.empty()) {
+    if (a.maxGrowth) {
         uint64_t v = 0;
-        if (!parseSizeArgument(a.maxGrowth, &v)) {
-            *error = "--max-growth wants a size such as 1GiB, got \"" + a.maxGrowth + "\"";
+        if (!common::parseSize(*a.maxGrowth, &v)) {
+            *error = "--max-growth wants a size (" + std::string(common::kSizeGrammar) + "), got \"" + *a.maxGrowth + "\"";
             return false;
         }
         options.maxGrowth = v;
     }
-    if (a.haveBaseline != !a.maxGrowth.empty()) {
+    if (a.haveBaseline != a.maxGrowth.has_value()) {
         *error = "--baseline and --max-growth go together";
         return false;
     }

@@ -28,20 +28,22 @@ struct CheckOptions {
 // false with *error (one line, naming the option) on anything it cannot take.
 struct CheckArguments {
     std::string failOn;            // comma-separated; empty: leak, plus the rules whose limits are given
-    std::string maxPeak;           // "24GiB", "512MiB", "1.5g", "4096"
-    std::string maxFragmentation;  // "30", "30%"
-    std::string maxGrowth;
+    // As given (unset: not given; an empty string given is refused).
+    std::optional<std::string> maxPeak;           // a size (common/size.h): "24GiB", "512MiB", "1.5g", "4096"
+    std::optional<std::string> maxFragmentation;  // "30", "30%"
+    std::optional<std::string> maxGrowth;
     bool haveBaseline = false;
 };
 bool parseCheckArguments(const CheckArguments& args, CheckOptions* out, std::string* error);
-// "2GiB", "2G", "2GB" (binary units throughout), "512MiB", "1.5g", "4096".
-bool parseSizeArgument(const std::string& text, uint64_t* out);
 
 struct CheckResult {
     std::string rule;
     bool passed = true;
     std::string summary;               // one line
     std::vector<std::string> details;  // evidence and remedy, one per line
+    // What was measured against what limit (peak and growth, in bytes), for scripts.
+    std::optional<int64_t> measuredBytes;
+    std::optional<uint64_t> limitBytes;
 };
 
 // The rules of options.failOn, in the order leak, peak, fragmentation, growth.

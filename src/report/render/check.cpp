@@ -72,6 +72,12 @@ std::string checkJson(const std::vector<CheckedReport>& reports)
             w.value(c.passed);
             w.key("summary");
             w.value(c.summary);
+            if (c.limitBytes) {
+                w.key("measured_bytes");
+                w.value(c.measuredBytes);
+                w.key("limit_bytes");
+                w.value(c.limitBytes);
+            }
             w.key("details");
             w.beginArray();
             for (const std::string& d : c.details)

@@ -1,6 +1,7 @@
 // `oomscope check`'s options and its gate, shared with `oomscope run --check`.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,10 @@ namespace oomscope::cli {
 struct CheckOptions {
     std::vector<std::string> reports;
     std::string failOn;  // comma-separated; empty: leak, plus the rules whose limits are given
-    std::string maxPeak;
-    std::string maxFragmentation;
+    std::optional<std::string> maxPeak;  // as given: an empty value given is refused
+    std::optional<std::string> maxFragmentation;
     std::string baseline;
-    std::string maxGrowth;
+    std::optional<std::string> maxGrowth;
     std::string junit;
     std::string format = "text";  // text or json (the verdicts on stdout)
 };

@@ -19,7 +19,7 @@
 #include "report/json_out.h"
 #include "report/json_reader.h"
 #include "report/model.h"
-#include "track/device_cards.h"
+#include "common/device_cards.h"
 
 #include <CLI/CLI.hpp>
 
@@ -243,9 +243,8 @@ bool FitCommand::parseOptions()
     }
     if (!m_limit.empty()) {
         uint64_t limits[64];
-        auto size = [](const char* text, uint64_t* out) { return report::parseSizeArgument(text, out); };
-        if (!track::parseDeviceLimitList(m_limit.c_str(), limits, 64, size)) {
-            logError("fit: --device-limit " + m_limit + ": not a size (24GiB), a list of sizes or a card's name");
+        if (!common::parseDeviceLimitList(m_limit.c_str(), limits, 64)) {
+            logError("fit: --device-limit " + m_limit + ": not " + common::kDeviceLimitGrammar);
             return false;
         }
         setenv("OOMSCOPE_DEVICE_LIMIT", m_limit.c_str(), 1);

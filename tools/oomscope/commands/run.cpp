@@ -1,12 +1,12 @@
 // oomscope run [--output-dir D] [--via=preload|inject] -- CMD...: runs CMD with liboomscope.so
 // preloaded, or injected through CUDA_INJECTION64_PATH (found in this install tree:
-// <prefix>/bin/oomscope → <prefix>/lib/liboomscope.so), waits, lists the reports that appeared
+// <prefix>/bin/oomscope → <prefix>/lib/oomscope/liboomscope.so), waits, lists the reports that appeared
 // and exits as CMD did (the same status, or the same signal).
 #include "command.h"
 #include "launch.h"
 #include "commands/check.h"
 #include "report/analysis/check.h"
-#include "track/device_cards.h"
+#include "common/device_cards.h"
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 #include <sys/wait.h>
@@ -79,7 +80,7 @@ private:
     std::string m_outputDir;
     std::string m_check;  // --check[=RULES]: empty when not asked
     std::string m_via = "preload";
-    std::string m_deviceLimit;
+    std::optional<std::string> m_deviceLimit;  // as given: an empty value is refused
     int m_errorExitcode = 0;  // 0: not asked
     CheckOptions m_checkOptions;
     std::vector<std::string> m_command;
@@ -125,15 +126,13 @@ int RunCommand::run()
         logError("run: cannot create the output folder " + outputDir + ": " + std::strerror(errno));
         return kExitUsage;
     }
-    if (!m_deviceLimit.empty()) {
+    if (m_deviceLimit) {
         uint64_t limits[64];
-        auto size = [](const char* text, uint64_t* out) { return oomscope::report::parseSizeArgument(text, out); };
-        if (!oomscope::track::parseDeviceLimitList(m_deviceLimit.c_str(), limits, 64, size)) {
-            logError("run: --device-limit " + m_deviceLimit + ": not a size (24GiB), a list of sizes (24GiB,40GiB) "
-                     "or a card (t4, l4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, h200)");
+        if (!common::parseDeviceLimitList(m_deviceLimit->c_str(), limits, 64)) {
+            logError("run: --device-limit \"" + *m_deviceLimit + "\": not " + common::kDeviceLimitGrammar);
             return kExitUsage;
         }
-        setenv("OOMSCOPE_DEVICE_LIMIT", m_deviceLimit.c_str(), 1);
+        setenv("OOMSCOPE_DEVICE_LIMIT", m_deviceLimit->c_str(), 1);
     }
     const std::set<std::string> before = reportsIn(outputDir);
     if (!prepareEnvironment(lib, outputDir, m_via, !m_check.empty()))

@@ -7,6 +7,7 @@
 #include "command.h"
 #include "flight_target.h"
 
+#include "common/paths.h"
 #include "interpret/recover.h"
 #include "report/render/top.h"
 
@@ -29,12 +30,6 @@ namespace {
 
 volatile sig_atomic_t g_stop = 0;
 void onStop(int) { g_stop = 1; }
-
-bool isDirectory(const std::string& path)
-{
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 // The terminal in the mode top needs (no echo, a key at a time, the alternate screen), and
 // back as it was, whatever way top ends.
@@ -112,7 +107,7 @@ public:
         // A PID or file that names nothing readable is a usage error now, not a line later.
         for (const std::string& t : m_targets) {
             std::string path, error;
-            if (isDirectory(t))
+            if (common::isDir(t))
                 continue;
             if (!flightFileOf(t, &path, &error)) {
                 logError("top: " + error);
@@ -165,7 +160,7 @@ private:
     {
         std::vector<std::string> out;
         for (const std::string& t : m_targets) {
-            if (isDirectory(t)) {
+            if (common::isDir(t)) {
                 for (std::string& f : liveFlightFiles(t))
                     out.push_back(std::move(f));
                 continue;

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace oomscope::track {
+namespace oomscope::common {
 
 // "USR2", "SIGUSR1", "12"; 0 for "0", "off", "no", "none" and anything else (no dump signal
 // rather than a guess). The fatal signals oomscope reports on (TERM, INT, ABRT) are refused.
@@ -32,4 +32,4 @@ inline int parseDumpSignal(const char* text)
     return usable ? sig : 0;
 }
 
-} // namespace oomscope::track
+} // namespace oomscope::common

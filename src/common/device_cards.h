@@ -1,15 +1,17 @@
 // The cards a run can be rehearsed on by name (OOMSCOPE_DEVICE_LIMIT, `oomscope run
 // --device-limit`), and the list syntax: "24GiB", "24GiB,40GiB" (per device, in order) or a
-// card's name; one value is every device's. Header-only: the preload and the CLI (which
-// checks the value before it starts the program) read it the same way.
+// card's name; one value is every device's. The preload and the CLI (which checks the value
+// before it starts the program) read it with this one function, so that what the CLI accepts
+// the preload honours. Any thread; allocates nothing.
 #pragma once
+
+#include "common/size.h"
 
 #include <cstdint>
 #include <cstring>
-#include <string>
 #include <strings.h>
 
-namespace oomscope::track {
+namespace oomscope::common {
 
 constexpr uint64_t kCardMiB = uint64_t(1) << 20;
 
@@ -24,10 +26,13 @@ inline constexpr Card kCards[] = {
     {"h100-80gb", 81559 * kCardMiB}, {"h200", 143771 * kCardMiB},
 };
 
-// limits[0..max) from text; parseSize(const char*, uint64_t*) reads one size. false on an
-// empty item, an unknown name, a zero or unreadable size, or more items than max.
-template <class ParseSize>
-bool parseDeviceLimitList(const char* text, uint64_t* limits, int max, ParseSize parseSize) noexcept
+inline constexpr const char* kDeviceLimitGrammar =
+    "a size (24GiB), a list of sizes per device (24GiB,40GiB) or a card (t4, l4, a10g, rtx4090, a100-40gb, "
+    "a100-80gb, h100-80gb, h200)";
+
+// limits[0..max) from text. false on an empty item, an unknown name, a zero or unreadable size,
+// or more items than max.
+inline bool parseDeviceLimitList(const char* text, uint64_t* limits, int max) noexcept
 {
     int n = 0;
     for (const char* p = text; p && *p;) {
@@ -55,4 +60,4 @@ bool parseDeviceLimitList(const char* text, uint64_t* limits, int max, ParseSize
     return n > 0;
 }
 
-} // namespace oomscope::track
+} // namespace oomscope::common
