@@ -1,10 +1,11 @@
-# oomscope: the two commands of the quick start are `make demo` and `make test`.
-# (chromium: the HTML views are opened in a real headless browser by the tests; tmux: oomscope top is run in one.)
-#   make deps      install missing Debian packages (idempotent; says what it installs)
-#   make build     configure and build into $(BUILD)
-#   make test      unit + integration tests (no GPU needed)
-#   make demo      run the example under oomscope and render its OOM report
-#   make install   PREFIX=/opt/oomscope: a relocatable install tree
+# oomscope: the quick start is `make demo` and `make test` on a fresh clone.
+#   make deps      install the missing Debian packages for building and testing (idempotent; says what it installs)
+#   make build     configure and build everything into $(BUILD) (tests, fuzz replays, benchmarks, examples)
+#   make demo      build only what the demo runs, run the example under oomscope and render its OOM report
+#   make test      unit + integration tests (no GPU needed), the wheel and the Debian package included
+#   make install   PREFIX=/opt/oomscope: a relocatable install tree, binaries stripped, debug files in lib/debug
+#   make wheel     dist/oomscope-VERSION-py3-none-manylinux_2_N_x86_64.whl (pip install it into any venv)
+#   make package   dist/oomscope_VERSION_amd64.deb and its -dbg part (CPack; installs under /usr)
 #   make gpu-test  tests/gpu/run_all.sh against an install in $(BUILD)/dist (needs a GPU)
 #   make bench     the CPU benchmarks (bench/run_cpu.sh; figures in docs/BENCHMARKS.md)
 #   make test-asan unit tests, fuzz corpora, the CLI on every fixture and the preload's integration tests under ASan + UBSan
@@ -13,22 +14,35 @@
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
+DIST    ?= dist
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
+# Debian's Python, where python3-build, python3-pytest and the rest are installed (not a
+# python3 that another tool put first on PATH).
+PYTHON  ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3)
 
-DEBIAN_PACKAGES := cmake ninja-build g++ make binutils pkg-config \
-                   libunwind-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2 libcli11-dev \
-                   python3 python3-pytest python3-pytest-xdist python3-jsonschema time chromium tmux
-
+# What building needs (make demo installs only these) and what the tests add: pytest for the
+# integration tests, chromium (the HTML views are opened in a real headless browser), tmux
+# (oomscope top is run in one), the wheel's and the Debian package's tools.
+BUILD_PACKAGES := cmake ninja-build g++ make binutils pkg-config libunwind-dev nlohmann-json3-dev libspdlog-dev \
+                  libfmt-dev catch2 libcli11-dev python3
+TEST_PACKAGES  := python3-pytest python3-pytest-xdist python3-jsonschema time chromium tmux \
+                  python3-venv python3-pip-whl python3-setuptools-whl python3-build python3-wheel python3-setuptools \
+                  patchelf
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test demo install gpu-test bench test-asan test-tsan fuzz clean
+# The targets the demo runs: the CLI, the preload and its Python adapter, the example on the
+# simulated device (and its fake CUDA, CUPTI and NVML), and the example built by nvcc where a GPU is.
+DEMO_TARGETS := oomscope_cli oomscope_preload oomscope_python leaky_oom_fake fakecuda_cupti fakecuda_nvml \
+                $(shell nvidia-smi -L >/dev/null 2>&1 && echo leaky_oom)
+
+.PHONY: all deps deps-build build demo test install wheel package gpu-test bench test-asan test-tsan fuzz clean
 
 all: build
 
-deps:
+define install_packages
 	@missing=""; \
-	for p in $(DEBIAN_PACKAGES); do \
+	for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -41,6 +55,13 @@ deps:
 	@if [ ! -e /usr/local/cuda/include/cuda.h ] && ! command -v nvcc >/dev/null && [ -z "$${CUDAToolkit_ROOT:-}" ]; then \
 	  echo "make deps: the CUDA Toolkit (headers) is needed; install it or set CUDAToolkit_ROOT" >&2; exit 1; \
 	fi
+endef
+
+deps-build:
+	$(call install_packages,$(BUILD_PACKAGES))
+
+deps:
+	$(call install_packages,$(BUILD_PACKAGES) $(TEST_PACKAGES))
 
 $(BUILD)/build.ninja: CMakeLists.txt
 	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_ARGS)
@@ -51,11 +72,19 @@ build: deps $(BUILD)/build.ninja
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
 
-demo: build
+demo: deps-build $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target $(DEMO_TARGETS)
 	@tools/demo.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+wheel: build
+	tools/make_wheel.sh $(BUILD) $(DIST) $(PYTHON)
+
+package: build
+	cd $(BUILD) && cpack -B $(abspath $(DIST)) >/dev/null && rm -rf $(abspath $(DIST))/_CPack_Packages
+	@ls $(DIST)/oomscope*.deb
 
 gpu-test: build
 	rm -rf $(BUILD)/dist && cmake --install $(BUILD) --prefix $(BUILD)/dist >/dev/null

@@ -11,6 +11,32 @@ def _oomscope_off(name, default):
     return value in ("0", "false", "no", "off")
 
 
+def _oomscope_package():
+    """The oomscope package of this install: beside this file in an install tree (on PYTHONPATH
+    already), or, in the wheel (site-packages/oomscope/_native/share/oomscope/python/), the package
+    four folders up, loaded from there: the program's interpreter need not be the one the wheel
+    was installed into, and another oomscope on its path is not ours."""
+    import importlib.util
+    import os
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    if "oomscope" in sys.modules or os.path.isfile(os.path.join(here, "oomscope", "__init__.py")):
+        return
+    package = os.path.normpath(os.path.join(here, os.pardir, os.pardir, os.pardir, os.pardir))
+    init = os.path.join(package, "__init__.py")
+    if os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(here)))) != "_native" or \
+            not os.path.isfile(init):
+        return
+    spec = importlib.util.spec_from_file_location("oomscope", init, submodule_search_locations=[package])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["oomscope"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        del sys.modules["oomscope"]
+        raise
+
+
 def _oomscope_install():
     import os
     import sys
@@ -18,6 +44,7 @@ def _oomscope_install():
     if disabled or _oomscope_off("OOMSCOPE_TORCH", "1"):
         return
     try:
+        _oomscope_package()
         from oomscope import _torch_adapter
         _torch_adapter.install()
     except Exception as e:  # never into the program
