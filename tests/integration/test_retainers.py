@@ -15,6 +15,9 @@ FAKE_TORCH = os.path.join(HERE, "fake_torch")
 
 def run_check(build, tmp_path, mode, **env_extra):
     out = tmp_path / mode
+    # What the census names does not depend on how much of it a budget covers (a sanitizer build
+    # or a slow machine walks slower): a budget no census here reaches.
+    env_extra.setdefault("OOMSCOPE_RETAINER_MS", "60000")
     env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib, PYTHONPATH=FAKE_TORCH, **env_extra)
     p = subprocess.run([build.oomscope, "run", "-o", str(out), "--check", "--", sys.executable, PROGRAM, mode],
                        capture_output=True, text=True, env=env, timeout=120)
@@ -63,7 +66,8 @@ def test_a_program_in_folders_named_torch_and_oomscope_is_still_the_programs(bui
     program = where / "retainers.py"
     program.write_text(open(PROGRAM).read())
     out = tmp_path / "out"
-    env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib, PYTHONPATH=FAKE_TORCH)
+    env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib, PYTHONPATH=FAKE_TORCH,
+                    OOMSCOPE_RETAINER_MS="60000")
     p = subprocess.run([build.oomscope, "run", "-o", str(out), "--check", "--", sys.executable, str(program), "local"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 1, p.stdout + p.stderr

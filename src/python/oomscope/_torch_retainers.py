@@ -10,8 +10,9 @@ reachable from the program's named roots, each credited to the thing that holds 
 
 The walk goes from the roots down (never up through gc.get_referrers: that scans the whole
 heap), counts each storage once, skips parameters, buffers and optimizers (their memory is a
-role, not a leak), and stops at a time budget (OOMSCOPE_RETAINER_MS, 5 ms by default) or
-200 000 objects. A census is taken at the first step sample and then, at most every fifth
+role, not a leak), and stops at a budget of the thread's CPU time (OOMSCOPE_RETAINER_MS, 5 ms by
+default: what the census may cost the program, which a loaded machine's preemption does not
+spend) or 200 000 objects. A census is taken at the first step sample and then, at most every fifth
 sample, when PyTorch's allocated memory grew since the last one; the preload keeps the largest
 retainers of each, and the leak analysis names the one that grew with a leak.
 OOMSCOPE_TORCH_RETAINERS=0 turns it off."""
@@ -124,12 +125,14 @@ class _Census:
         self.seen_storages = set()
         self.holders = {}  # name -> [kind, container, device, bytes, tensors, sample data_ptr]
         self.visited = 0
-        self.deadline = time.perf_counter() + _budget()
+        # CPU time of this thread, not the wall clock: on a loaded machine the census is not cut
+        # short by the time other processes run.
+        self.deadline = time.thread_time() + _budget()
         self.partial = False
 
     def over(self):
         self.visited += 1
-        if self.visited >= MAX_OBJECTS or (self.visited & 63 == 0 and time.perf_counter() > self.deadline):
+        if self.visited >= MAX_OBJECTS or (self.visited & 63 == 0 and time.thread_time() > self.deadline):
             self.partial = True
         return self.partial
 

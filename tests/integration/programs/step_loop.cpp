@@ -2,11 +2,12 @@
 // "leaky" also keeps one history buffer per step (the leak the check must name); "steady"
 // keeps a fixed set of buffers made at the first step (optimizer-state style), which is not.
 // Steps are marked through the C API, resolved with dlsym as the header advises.
-// "unmarked": the leaky loop without any step event, for 100 ms and at least 32 iterations
+// "unmarked": the leaky loop without any step event, 40 iterations at least 3 ms apart
 // (memory samples, OOMSCOPE_SAMPLE_MS, follow it instead).
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,17 +61,14 @@ int main(int argc, char** argv)
         return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "unmarked") == 0) {
-        // 100 ms from the end of the first iteration (the first allocation starts CUDA and the
-        // recorder: most of 100 ms under a loaded sanitizer build, which then left time for a
-        // few periodic samples only), and at least 32 iterations (2 MiB kept: above the leak
-        // rules' 1 MiB floor; one iteration kept 64 KiB).
-        auto end = std::chrono::steady_clock::time_point::max();
+        // 40 iterations, each at least 3 ms after the last (a sleep, so that OOMSCOPE_SAMPLE_MS=2
+        // has passed at every allocation whatever the machine's load: a sample per iteration, not
+        // as many as a time budget covers), 2.5 MiB kept in all (above the leak rules' 1 MiB).
         int iterations = 0;
-        while (iterations < 32 || std::chrono::steady_clock::now() < end) {
+        for (; iterations < 40; ++iterations) {
             train_step(32 << 20);
             keep_step_history(64 << 10);
-            if (++iterations == 1)
-                end = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+            std::this_thread::sleep_for(std::chrono::milliseconds(3));
         }
         std::printf("done unmarked %d iterations\n", iterations);
         return 0;
