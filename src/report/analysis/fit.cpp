@@ -1,5 +1,8 @@
 #include "report/analysis/fit.h"
 
+#include "report/model.h"
+#include "report/analysis/memory_over_time.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -123,6 +126,177 @@ uint64_t largestFitting(const FitModel& model, uint64_t fixed, uint64_t capacity
         (fits(mid) ? lo : hi) = mid;
     }
     return lo;
+}
+
+namespace {
+
+// Per device, the largest device memory a caching allocator (PyTorch's, CuPy's: the ones that
+// strand free memory in their segments) asked for in the run.
+std::map<int64_t, uint64_t> largestCachingSegments(const Report& r)
+{
+    std::map<int64_t, uint64_t> out;
+    const Timeline& tl = r.timeline;
+    const Timeline::Flags isAlloc = tl.flags("alloc"), deviceApi = tl.flags(deviceMemoryApi);
+    std::map<uint32_t, bool> caching;  // by stack
+    for (const TimelineRow& row : tl.rows) {
+        if (row.device < 0 || !isAlloc(row.kind) || !deviceApi(row.api) || row.size <= out[row.device])
+            continue;
+        auto [it, fresh] = caching.try_emplace(row.stack, false);
+        if (fresh) {
+            const Source s = stackSource(r, row.stack);
+            it->second = s == Source::Torch || s == Source::Cupy;
+        }
+        if (it->second)
+            out[row.device] = row.size;
+    }
+    return out;
+}
+
+} // namespace
+
+void addTrialReport(const Report& r, FitTrial* t)
+{
+    if (r.trigger.kind == TriggerKind::Oom)
+        ++t->oomReports;
+    if (r.trigger.kind != TriggerKind::Exit)
+        return;
+    // PyTorch's need is the most it had allocated at once, not the most it reserved: a
+    // roomy run keeps freed blocks cached (ResNet-50: 15 % of its reserved peak) that the
+    // allocator gives back and reuses when the device is full. The step samples carry it.
+    std::map<int64_t, uint64_t> torchAllocated;
+    for (const Step& step : r.steps)
+        for (const StepDevice& d : step.devices)
+            if (d.peakAllocatedBytes)
+                torchAllocated[d.device] = std::max(torchAllocated[d.device], *d.peakAllocatedBytes);
+    for (const MemoryRow& m : r.memory) {
+        FitPoint p{t->size, {}};
+        t->tracked[m.device] = m.peakTrackedBytes;
+        if (m.peak)
+            p.bytes = m.peak->bySource;
+        else
+            p.bytes[Source::Other] = m.peakTrackedBytes;
+        if (auto it = torchAllocated.find(m.device); it != torchAllocated.end() && p.bytes.count(Source::Torch)) {
+            p.bytes[Source::Torch] = it->second;
+            t->torchAllocated = true;
+        }
+        t->peaks[m.device] = p;
+        t->context[m.device] = m.untrackedBytes.value_or(0);
+        const Device* d = r.findDevice(m.device);
+        t->capacity[m.device] = d && d->limitBytes ? *d->limitBytes : d && d->totalBytes ? *d->totalBytes : 0;
+        if (d && d->freeBytes)
+            t->room[m.device] = *d->freeBytes + m.trackedBytes + m.untrackedBytes.value_or(0);
+        if (d && d->freeBytes && d->totalBytes && d->processBytes && *d->totalBytes >= *d->freeBytes + *d->processBytes)
+            t->others[m.device] = *d->totalBytes - *d->freeBytes - *d->processBytes;
+    }
+    t->largestSegment = largestCachingSegments(r);
+}
+
+uint64_t trialPeakOn(const FitTrial& t, int64_t device)
+{
+    uint64_t total = 0;
+    if (auto it = t.peaks.find(device); it != t.peaks.end())
+        for (const auto& [s, b] : it->second.bytes)
+            total += b;
+    return total;
+}
+
+uint64_t largestMeasured(const std::vector<FitTrial>& trials)
+{
+    uint64_t most = 1;
+    for (const FitTrial& t : trials)
+        if (t.fits)
+            most = std::max(most, t.size);
+    return most;
+}
+
+bool peakChangesWithSize(const std::vector<const FitTrial*>& fitting)
+{
+    const int64_t firstDevice = fitting.front()->peaks.begin()->first;
+    const uint64_t low = trialPeakOn(*fitting.front(), firstDevice), high = trialPeakOn(*fitting.back(), firstDevice);
+    return high > low + std::max<uint64_t>(uint64_t(1) << 20, low / 200);
+}
+
+FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting)
+{
+    FitPrediction p;
+    bool any = false;
+    for (const auto& [device, first] : fitting.front()->peaks) {
+        std::vector<FitPoint> points;
+        for (const FitTrial* t : fitting)
+            if (auto it = t->peaks.find(device); it != t->peaks.end())
+                points.push_back(it->second);
+        FitPrediction d;
+        d.device = device;
+        d.model = fitPeaks(points);
+        std::vector<FitPoint> segments;
+        for (const FitTrial* t : fitting)
+            if (auto it = t->largestSegment.find(device); it != t->largestSegment.end())
+                segments.push_back({t->size, {{Source::Other, it->second}}});
+        if (const FitModel m = fitPeaks(segments); m.count(Source::Other))
+            d.largestSegment = m.at(Source::Other);
+        // What the process holds outside its tracked memory (the context): its own memory as
+        // the driver lists it (NVML) less the tracked. Where the driver does not list it (a PID
+        // namespace), the device's used memory less the tracked, which counts a run beside it
+        // too: the least any run saw (the last of a round to exit saw itself alone, unless the
+        // runs ended together: GPT-2 on the H200 read 4.65 GiB for 0.65).
+        d.context = UINT64_MAX;
+        for (const FitTrial* t : fitting)
+            if (auto it = t->context.find(device); it != t->context.end())
+                d.context = std::min(d.context, it->second);
+        if (d.context == UINT64_MAX)
+            d.context = 0;
+        // Other processes on the device through every run (not fit's own runs: one of them
+        // saw none): the answer is for the card without them, said.
+        d.others = UINT64_MAX;
+        for (const FitTrial* t : fitting) {
+            auto it = t->others.find(device);
+            d.others = it == t->others.end() ? 0 : std::min(d.others, it->second);
+        }
+        if (d.others == UINT64_MAX)
+            d.others = 0;
+        d.capacity = fitting.back()->capacity.at(device);
+        d.largest = largestFitting(d.model, d.context, d.capacity, &d.largestSegment);
+        std::vector<FitPoint> tracked;
+        for (const FitTrial* t : fitting)
+            if (auto it = t->tracked.find(device); it != t->tracked.end())
+                tracked.push_back({t->size, {{Source::Other, it->second}}});
+        d.largestByTracked = largestFitting(fitPeaks(tracked), d.context, d.capacity, &d.largestSegment);
+        if (!any || d.largest < p.largest)
+            p = d;
+        any = true;
+    }
+    return p;
+}
+
+bool roomForTogether(const std::vector<uint64_t>& sizes, const std::vector<FitTrial>& trials)
+{
+    std::vector<const FitTrial*> fitting;
+    for (const FitTrial& t : trials)
+        if (t.fits && !t.peaks.empty())
+            fitting.push_back(&t);
+    if (fitting.empty() || sizes.size() < 2)
+        return sizes.size() < 2;
+    const FitTrial& last = *fitting.back();
+    for (const auto& [device, held] : last.tracked) {
+        auto room = last.room.find(device);
+        if (room == last.room.end())
+            return false;
+        std::vector<FitPoint> points;  // what the runs held (the cache too), not what they needed
+        for (const FitTrial* t : fitting)
+            if (auto it = t->tracked.find(device); it != t->tracked.end())
+                points.push_back({t->size, {{Source::Other, it->second}}});
+        const FitModel model = fitPeaks(points);
+        uint64_t need = 0;
+        for (uint64_t n : sizes) {
+            // One run: its peak scaled from the largest run (a + b·n grows no faster than n);
+            // two or more: the line through them.
+            const uint64_t peak = points.size() >= 2 ? predictPeak(model, n) : held / last.size * n;
+            need += peak + peak / 4 + last.context.at(device);
+        }
+        if (need > room->second)
+            return false;
+    }
+    return true;
 }
 
 } // namespace oomscope::report

@@ -2,13 +2,15 @@
 // peak_s(n) = a + b·n (+ c·n² where the runs ask for it), fitted by least squares over runs at
 // a few small sizes, and the largest size whose predicted peak, with what the process holds
 // outside the tracked memory (the CUDA context), stays within a device's capacity. Pure
-// functions: `oomscope fit` runs the program and reads its reports.
+// functions: `oomscope fit` (tools/oomscope/commands/fit.cpp) runs the program, reads each run's
+// reports into a FitTrial here, and renders the prediction with report/render/fit.h.
 #pragma once
 
 #include "report/enums.h"
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace oomscope::report {
@@ -50,5 +52,63 @@ uint64_t largestFitting(const FitModel& model, uint64_t fixed, uint64_t capacity
 // (docs/GPU-RESULTS.md); --verify says when it misses.
 constexpr double kHeadroomShare = 0.5;
 uint64_t headroomAt(const SourceModel& largestSegment, uint64_t n);
+
+struct Report;
+
+// One run of the command at one size, as read back from its reports.
+struct FitTrial {
+    uint64_t size = 0;
+    // Whether it fits is the program's own verdict: it exited 0. A run that fits may still
+    // have had out-of-memory episodes it recovered from (PyTorch's cuDNN convolutions catch the
+    // OOM of a workspace and take an algorithm that needs less: ResNet-50 at the edge of the
+    // H200's 24 GiB rehearsal wrote 8 OOM reports and trained its steps); said, not a failure.
+    bool fits = false;
+    uint64_t oomReports = 0;  // OOM reports it wrote
+    bool outOfMemory() const { return !fits && oomReports > 0; }
+    int status = 0;          // the wait status
+    std::string log;         // the program's output (its folder holds the run's reports)
+    std::map<int64_t, FitPoint> peaks;  // by device (fitting runs)
+    std::map<int64_t, uint64_t> context;        // by device: what the process held outside tracked memory
+    std::map<int64_t, uint64_t> others;         // by device: what other processes held at exit (where the
+                                                // driver listed this one: devices[].process_bytes)
+    std::map<int64_t, uint64_t> capacity;       // by device: the limit, else the device's memory
+    std::map<int64_t, uint64_t> room;           // by device: free at exit + what the run held there
+    std::map<int64_t, uint64_t> largestSegment; // by device: the largest a caching allocator asked for
+    std::map<int64_t, uint64_t> tracked;        // by device: the tracked peak (what the run held at most)
+    bool torchAllocated = false;                // torch's peak is PyTorch's allocated peak (step samples)
+};
+
+// What one report of a run says of it: an OOM report counts; the exit report gives the peaks by
+// device and source (PyTorch's by its allocated peak where the step samples carry it), the
+// context, the capacity, the room and the largest caching-allocator segment.
+void addTrialReport(const Report& report, FitTrial* trial);
+
+// The trial's peak on a device, every source together (0 when it has none there).
+uint64_t trialPeakOn(const FitTrial& trial, int64_t device);
+// The largest size that fitted (1 at least).
+uint64_t largestMeasured(const std::vector<FitTrial>& trials);
+// Whether the first device's peak moves with the size (by 1 MiB and 0.5 % at least) between
+// the first and the last of `fitting`.
+bool peakChangesWithSize(const std::vector<const FitTrial*>& fitting);
+
+// The binding device's model and prediction: per device the model and the largest size within
+// its capacity; the device with the smallest such size.
+struct FitPrediction {
+    int64_t device = 0;
+    FitModel model;
+    SourceModel largestSegment;  // the largest caching-allocator segment by size
+    uint64_t context = 0, capacity = 0, largest = 0, predicted = 0, headroom = 0;
+    uint64_t others = 0;  // what other processes held on the device through every run
+    // The same from the tracked peaks (PyTorch's reserved memory, its cache with it): the
+    // model before PyTorch's allocated peaks were used, said in the JSON to compare the two.
+    uint64_t largestByTracked = 0;
+    std::map<Source, uint64_t> at;  // by source at the largest size
+    std::vector<FitTrial> verified; // --verify: the largest size and the next one
+};
+FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting);
+
+// Whether the device has room for runs at all of `sizes` at once, by the runs so far (their
+// tracked peaks, a quarter to spare, the context each).
+bool roomForTogether(const std::vector<uint64_t>& sizes, const std::vector<FitTrial>& trials);
 
 } // namespace oomscope::report

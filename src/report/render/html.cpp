@@ -330,9 +330,9 @@ void writeSegments(JsonOut& w, const Report& r)
 }
 
 
-// The template with each {{name}} replaced, in one pass over the template (a value is never
-// searched for markers: a command line may hold "{{js}}").
-std::string fill(const std::string& page, const std::map<std::string, std::string>& values)
+} // namespace
+
+std::string fillTemplate(const std::string& page, const std::map<std::string, std::string>& values)
 {
     std::string out;
     size_t at = 0;
@@ -351,8 +351,6 @@ std::string fill(const std::string& page, const std::map<std::string, std::strin
     out.append(page, at, std::string::npos);
     return out;
 }
-
-} // namespace
 
 std::string escapeHtml(const std::string& text)
 {
@@ -405,7 +403,7 @@ std::string renderHtml(const Report& report, const HtmlOptions& options)
     for (size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3)
         data.replace(at, 2, "<\\/");
     const Headline h = headline(report);
-    return fill(htmlPageTemplate(),
+    return fillTemplate(htmlPageTemplate(),
                 {{"title", escapeHtml(h.title + h.rest + (options.fileName.empty() ? "" : " - " + options.fileName))},
                  {"css", htmlPageStyle()},
                  {"data", data},

@@ -213,14 +213,6 @@ void jobSection(const JobView& job, std::ostream& out)
 std::string renderJobHtml(const std::vector<JobView>& jobs, const std::vector<SetProblem>& problems, const std::string& title)
 {
     std::ostringstream out;
-    out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
-           "content=\"width=device-width, initial-scale=1\"><meta name=\"generator\" content=\"oomscope html\"><title>"
-        << esc(title) << "</title><style>" << htmlPageStyle()
-        << "svg.job-chart{width:100%;height:auto;font-size:11px;fill:#5e6878}"
-           "table.job{border-collapse:collapse;width:100%}table.job th,table.job td{text-align:left;padding:4px 8px;"
-           "border-bottom:1px solid var(--line);white-space:nowrap}table.job td.num{text-align:right;"
-           "font-variant-numeric:tabular-nums}table.job th{color:var(--muted);font-weight:500}tr.failed td{color:var(--alert)}"
-        << "</style></head><body><header id=\"headline\"><div><h1>" << esc(title) << "</h1></div></header><main>";
     if (jobs.size() > 1)
         out << "<p class=\"hint\">" << jobs.size() << " jobs in this set: grouped by job id (run_id, else slurm_job_id).</p>";
     for (const JobView& job : jobs)
@@ -231,8 +223,8 @@ std::string renderJobHtml(const std::vector<JobView>& jobs, const std::vector<Se
             out << "<li class=\"mono\">" << esc(p.path) << ": " << esc(p.error) << "</li>";
         out << "</ul>";
     }
-    out << "</main></body></html>\n";
-    return out.str();
+    return fillTemplate(htmlJobTemplate(),
+                        {{"title", esc(title)}, {"css", htmlPageStyle()}, {"jobCss", htmlJobStyle()}, {"body", out.str()}});
 }
 
 } // namespace oomscope::report

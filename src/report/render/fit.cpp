@@ -1,0 +1,171 @@
+#include "report/render/fit.h"
+
+#include "common/paths.h"
+#include "report/format.h"
+#include "report/json_out.h"
+
+#include <algorithm>
+#include <iomanip>
+
+namespace oomscope::report {
+namespace {
+
+std::string sizeList(const std::vector<uint64_t>& sizes)
+{
+    std::string out;
+    for (uint64_t s : sizes)
+        out += (out.empty() ? "" : ", ") + std::to_string(s);
+    return out;
+}
+
+std::string recovered(const FitTrial& t)
+{
+    return " (after " + std::to_string(t.oomReports) + " out-of-memory episode" + (t.oomReports == 1 ? "" : "s") +
+           " it recovered from: " + common::dirName(t.log) + ")";
+}
+
+bool anyTorchAllocated(const std::vector<FitTrial>& trials)
+{
+    return std::any_of(trials.begin(), trials.end(), [](const FitTrial& t) { return t.torchAllocated; });
+}
+
+} // namespace
+
+void renderFitJson(const FitOutcome& o, std::ostream& out)
+{
+    const FitPrediction& p = o.prediction;
+    JsonOut w;
+    w.beginObject();
+    w.key("sizes");
+    w.beginArray();
+    for (const FitTrial& t : o.trials) {
+        w.beginObject();
+        w.key("size"), w.value(t.size);
+        w.key("fits"), w.value(t.fits);
+        w.key("oom_reports"), w.value(t.oomReports);
+        w.key("peak_bytes"), w.value(trialPeakOn(t, p.device));
+        w.endObject();
+    }
+    w.endArray();
+    w.key("rounds");
+    w.beginArray();
+    for (const std::vector<uint64_t>& round : o.rounds) {
+        w.beginArray();
+        for (uint64_t n : round)
+            w.value(n);
+        w.endArray();
+    }
+    w.endArray();
+    w.key("torch_need");
+    w.value(anyTorchAllocated(o.trials) ? "allocated_peak" : "reserved_peak");
+    w.key("rerun_alone");
+    w.beginArray();
+    for (uint64_t n : o.reruns)
+        w.value(n);
+    w.endArray();
+    w.key("seconds"), w.value(o.seconds);
+    w.key("device"), w.value(p.device);
+    w.key("capacity_bytes"), w.value(p.capacity);
+    w.key("context_bytes"), w.value(p.context);
+    w.key("other_processes_bytes"), w.value(p.others);
+    w.key("model");
+    w.beginObject();
+    for (const auto& [s, m] : p.model) {
+        w.key(std::string(enumName(s)).c_str());
+        w.beginObject();
+        w.key("a"), w.value(m.a);
+        w.key("b"), w.value(m.b);
+        w.key("c"), w.value(m.c);
+        w.endObject();
+    }
+    w.endObject();
+    w.key("largest_size"), w.value(p.largest);
+    w.key("largest_measured_size"), w.value(largestMeasured(o.trials));
+    w.key("largest_size_by_tracked_peak"), w.value(p.largestByTracked);
+    w.key("predicted_bytes"), w.value(p.predicted);
+    w.key("headroom_bytes"), w.value(p.headroom);
+    w.key("margin_bytes"), w.value(p.capacity > p.predicted + p.headroom ? p.capacity - p.predicted - p.headroom : 0);
+    w.key("by_source");
+    w.beginObject();
+    for (const auto& [s, b] : p.at)
+        w.key(std::string(enumName(s)).c_str()), w.value(b);
+    w.endObject();
+    if (!p.verified.empty()) {
+        w.key("verify");
+        w.beginArray();
+        for (const FitTrial& t : p.verified) {
+            w.beginObject();
+            w.key("size"), w.value(t.size);
+            w.key("fits"), w.value(t.fits);
+            w.key("oom_reports"), w.value(t.oomReports);
+            w.endObject();
+        }
+        w.endArray();
+        w.key("verify_seconds"), w.value(o.verifySeconds);
+    }
+    w.endObject();
+    out << w.buffer() << "\n";
+}
+
+void renderFitText(const FitOutcome& o, std::ostream& out)
+{
+    const FitPrediction& p = o.prediction;
+    const std::vector<FitTrial>& trials = o.trials;
+    std::string rounds;
+    for (const std::vector<uint64_t>& round : o.rounds) {
+        rounds += rounds.empty() ? "" : ", then ";
+        for (size_t i = 0; i < round.size(); ++i)
+            rounds += (i ? "+" : "") + std::to_string(round[i]);
+    }
+    const std::ios::fmtflags flags = out.flags();
+    const std::streamsize precision = out.precision();
+    out << "oomscope fit: " << o.fitted << " runs that fit (sizes " << rounds << "; " << std::fixed
+        << std::setprecision(1) << o.seconds << " s" << (o.reruns.empty() ? "" : "; rerun alone: " + sizeList(o.reruns))
+        << ")";
+    out.flags(flags);
+    out.precision(precision);
+    if (trials.back().outOfMemory())
+        out << "; out of memory at size " << trials.back().size;
+    out << "\n\n  size  peak on device " << p.device << "\n";
+    for (const FitTrial& t : trials)
+        out << "  " << t.size << "     " << (t.fits ? formatBytes(trialPeakOn(t, p.device)) : "out of memory") << "\n";
+    if (anyTorchAllocated(trials))
+        out << "  (torch: the most PyTorch allocated at once; its cache is given back when the device is full)\n";
+    out << "\n  model, per source:";
+    for (const auto& [s, m] : p.model)
+        out << "  " << enumName(s) << " " << formatBytes(uint64_t(std::max(0.0, m.a))) << " + "
+            << formatBytes(uint64_t(std::max(0.0, m.b))) << "·size"
+            << (m.quadratic ? " + " + formatBytes(uint64_t(m.c)) + "·size²" : "");
+    out << "\n\nLargest size that fits device " << p.device << " (" << formatBytes(p.capacity)
+        << (o.deviceLimit ? ", --device-limit" : "") << "): " << p.largest << "\n";
+    if (p.largest > 0) {
+        out << "  predicted peak " << formatBytes(p.predicted) << " (context " << formatBytes(p.context) << ")";
+        if (p.headroom)
+            out << ", headroom " << formatBytes(p.headroom) << " (half the largest segment PyTorch's "
+                << "allocator asks for there)";
+        out << ", margin " << formatBytes(p.capacity > p.predicted + p.headroom ? p.capacity - p.predicted - p.headroom : 0)
+            << "\n  at size " << p.largest << ":";
+        for (const auto& [s, b] : p.at)
+            out << "  " << enumName(s) << " " << formatBytes(b);
+        out << "\n";
+    }
+    if (!o.deviceLimit && p.others > std::max<uint64_t>(1ull << 30, p.capacity / 20))
+        out << "  (other processes held " << formatBytes(p.others) << " of device " << p.device
+            << " through every run: the answer is for the device without them; --device-limit for what is "
+            << "left beside them)\n";
+    // Far beyond the measured sizes, a term the small runs could not show (a cache that
+    // grows in steps, a workspace picked by size) can move the answer: said, with the remedy.
+    const uint64_t measured = largestMeasured(trials);
+    if (p.largest > 8 * measured && p.verified.empty())
+        out << "  (" << p.largest / measured << "x the largest size measured: --verify runs it, or measure "
+            << "closer with --sizes)\n";
+    for (const FitTrial& t : p.verified)
+        out << "verify: size " << t.size << (t.fits ? " fits" : t.outOfMemory() ? " runs out of memory" : " fails")
+            << (t.fits && t.oomReports ? recovered(t) : "") << "\n";
+    if (!p.verified.empty())
+        out << (!p.verified[0].fits   ? "verify: the prediction does NOT hold\n"
+                : p.verified[1].fits ? "verify: the prediction holds, conservatively (the next size fits too)\n"
+                                     : "verify: the prediction holds\n");
+}
+
+} // namespace oomscope::report
