@@ -43,6 +43,11 @@ std::unique_ptr<Command> makeFitCommand();
 std::unique_ptr<Command> makeSnapshotCommand();
 std::unique_ptr<Command> makeTopCommand();
 
+// The end of a command's --help, the same shape for every command: its exit status, and the
+// page of its reference (docs/commands/NAME.md, which holds this help verbatim: a test compares
+// them; installed as <prefix>/share/doc/oomscope/commands/NAME.md).
+void addHelpFooter(CLI::App* command, const std::string& exitStatus);
+
 // The text of file:line where the file is readable here (cached per file), for leak verdicts.
 report::SourceLine sourceReader();
 

@@ -2,6 +2,7 @@
 // daemon). Only the CLI uses spdlog; the preload writes its few notices with dprintf.
 #include "command.h"
 
+#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -20,6 +21,12 @@ spdlog::logger& logger()
 }
 
 } // namespace
+
+void addHelpFooter(CLI::App* command, const std::string& exitStatus)
+{
+    command->footer("Exit status: " + exitStatus + "\nReference: docs/commands/" + command->get_name() +
+                    ".md (installed: share/doc/oomscope/commands/" + command->get_name() + ".md)");
+}
 
 void logError(const std::string& message)
 {

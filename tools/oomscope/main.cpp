@@ -14,7 +14,9 @@ using namespace oomscope::cli;
 
 int main(int argc, char** argv)
 {
-    CLI::App app{"oomscope: GPU memory profiler and OOM forensics"};
+    CLI::App app{"oomscope: GPU memory profiler and OOM forensics", "oomscope"};  // named so in every --help
+    app.footer("Each command's --help says its options; docs/commands/ has a page per command (installed: "
+               "share/doc/oomscope/commands/).");
     app.set_version_flag("--version", OOMSCOPE_VERSION);
     app.require_subcommand(1);
     std::unique_ptr<Command> commands[] = {makeRunCommand(), makeReportCommand(), makeCheckCommand(),

@@ -16,11 +16,13 @@ namespace oomscope::cli {
 
 void addCheckLimits(CLI::App& command, CheckOptions& options)
 {
-    command.add_option("--max-peak", options.maxPeak, "Peak memory limit on any device (e.g. 24GiB, 512MiB)");
+    command.add_option("--max-peak", options.maxPeak, "Peak memory limit on any device (e.g. 24GiB, 512MiB)")
+        ->type_name("SIZE");
     command.add_option("--max-fragmentation", options.maxFragmentation,
                        "Limit on the share of reserved memory in split free blocks, percent (default 30 with "
-                       "--fail-on fragmentation)");
-    command.add_option("--junit", options.junit, "Also write the verdict as JUnit XML to FILE");
+                       "--fail-on fragmentation)")
+        ->type_name("PERCENT");
+    command.add_option("--junit", options.junit, "Also write the verdict as JUnit XML to FILE")->type_name("FILE");
 }
 
 int checkReports(const CheckOptions& o)
@@ -98,16 +100,24 @@ public:
     {
         CLI::App* c =
             app.add_subcommand(name(), "Fail (exit 1) on leak patterns, peaks or fragmentation in reports: the CI gate");
-        c->add_option("reports", m_options.reports, "Reports to check, or directories of them (a job's ranks)")->required();
+        c->add_option("reports", m_options.reports, "Reports to check, or directories of them (a job's ranks)")
+            ->required()
+            ->type_name("REPORT|DIR");
         c->add_option("--fail-on", m_options.failOn,
                       "Rules, comma-separated: leak, peak, fragmentation, growth, job (default: leak, job, and "
                       "each rule whose limit is given; job: over the reports of several processes, a rank that ran "
-                      "out of memory, wrong_device, rank_imbalance)");
+                      "out of memory, wrong_device, rank_imbalance)")
+            ->type_name("RULES");
         addCheckLimits(*c, m_options);
-        c->add_option("--baseline", m_options.baseline, "A report to compare the peak with (with --max-growth)");
-        c->add_option("--max-growth", m_options.maxGrowth, "Allowed peak growth over the baseline (e.g. 1GiB)");
+        c->add_option("--baseline", m_options.baseline, "A report to compare the peak with (with --max-growth)")
+            ->type_name("REPORT");
+        c->add_option("--max-growth", m_options.maxGrowth, "Allowed peak growth over the baseline (e.g. 1GiB)")
+            ->type_name("SIZE");
         c->add_option("--format", m_options.format, "text, or json: the verdicts as one JSON document")
             ->check(CLI::IsMember({"text", "json"}));
+        addHelpFooter(c, "0 when every rule passes, 1 when one finds something (a leak, a peak or growth over "
+                         "its limit, fragmentation, a job's failure), 2 for a usage error or a report that "
+                         "cannot be read.");
         return c;
     }
     int run() override { return checkReports(m_options); }

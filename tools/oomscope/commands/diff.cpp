@@ -22,9 +22,12 @@ public:
     CLI::App* setup(CLI::App& app) override
     {
         CLI::App* c = app.add_subcommand(name(), "Compare two reports: per-device and per-site deltas");
-        c->add_option("a", m_a, "The earlier report (or a directory: a job's reports, compared rank by rank)")->required();
-        c->add_option("b", m_b, "The later report (or directory)")->required();
+        c->add_option("a", m_a, "The earlier report (or a directory: a job's reports, compared rank by rank)")
+            ->required()
+            ->type_name("REPORT|DIR");
+        c->add_option("b", m_b, "The later report (or directory)")->required()->type_name("REPORT|DIR");
         c->add_option("--top", m_top, "Sites to show")->check(CLI::Range(1, 1000000));
+        addHelpFooter(c, "0, or 2 for a usage error or a report that cannot be read.");
         return c;
     }
     int run() override

@@ -40,12 +40,17 @@ public:
         CLI::App* c = app.add_subcommand(
             name(), "Write a report in a format other viewers open: torch-snapshot (PyTorch's memory_viz), "
                     "chrome-trace (Perfetto, chrome://tracing), folded (flame graph tools)");
-        c->add_option("report", m_report, "A report written by oomscope")->required();
-        c->add_option("--format,-f", m_format, std::string("The format: ") + report::exportFormatNames())->required();
-        c->add_option("-o,--output", m_output, "The file to write (default: the report's name with the format's extension)");
+        c->add_option("report", m_report, "A report written by oomscope")->required()->type_name("REPORT");
+        c->add_option("--format,-f", m_format, std::string("The format: ") + report::exportFormatNames())
+            ->required()
+            ->type_name("FORMAT");
+        c->add_option("-o,--output", m_output, "The file to write (default: the report's name with the format's extension)")
+            ->type_name("FILE");
         c->add_flag("--torch-only", m_torchOnly,
                     "torch-snapshot: only PyTorch's own segments (memory_viz's totals are then PyTorch's reserved "
                     "and allocated bytes)");
+        addHelpFooter(c, "0, or 2 for a usage error, a report that cannot be read or a file that cannot be "
+                         "written.");
         return c;
     }
     int run() override

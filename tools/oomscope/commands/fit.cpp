@@ -79,14 +79,21 @@ public:
         CLI::App* c = app.add_subcommand(
             name(), "Will it fit? Run a command at a few small sizes ({} in its arguments, OOMSCOPE_FIT_SIZE in its "
                     "environment) and predict the largest that fits the GPU: oomscope fit [options] -- CMD ... {} ...");
-        c->add_option("--sizes", m_sizes, "The sizes to run at, ascending (default: 1 and 2, then an eighth and a "
-                                          "quarter of the size they predict)");
+        c->add_option("--sizes", m_sizes, "The sizes to run at, ascending (default: 1, 2 and 4, then an eighth and a "
+                                          "quarter of the size they predict)")
+            ->type_name("N,N,...");
         c->add_option("--device-limit", m_limit, "Predict for a smaller card: SIZE or a card's name (as run's "
-                                                 "--device-limit; the runs are rehearsed under it)");
+                                                 "--device-limit; the runs are rehearsed under it)")
+            ->type_name("SIZE|CARD");
         c->add_option("--steps", m_steps, "Passed to the command as OOMSCOPE_FIT_STEPS (for programs that read it)");
         c->add_flag("--verify", m_verify, "Then run the predicted size and the next one up, and say whether they fit");
         c->add_option("--format", m_format, "text (a table) or json")->check(CLI::IsMember({"text", "json"}));
-        c->add_option("-o,--output-dir", m_outputDir, "Folder for the runs' reports and output (default oomscope-fit)");
+        c->add_option("-o,--output-dir", m_outputDir, "Folder for the runs' reports and output (default oomscope-fit)")
+            ->type_name("DIR");
+        addHelpFooter(c, "0 with a prediction (and, with --verify, when the predicted size fits), 1 when --verify "
+                         "finds the predicted size does not fit, 2 for a usage error or when the runs give no "
+                         "prediction (the command ignores the size, fits at fewer than two sizes), the program's "
+                         "own status when it fails for another reason than memory.");
         c->prefix_command();
         m_app = c;
         return c;

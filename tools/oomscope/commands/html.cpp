@@ -26,11 +26,15 @@ public:
                                                  "flame graph of live memory, the segment map, the tables");
         c->add_option("reports", m_reports, "A report written by oomscope; or a directory of them, or several: the "
                                             "job's page")
-            ->required();
+            ->required()
+            ->type_name("REPORT|DIR");
         c->add_option("-o,--output", m_output,
                       "The page to write (default: the report's name with .html; for a directory, "
-                      "DIR/oomscope-job.html)");
+                      "DIR/oomscope-job.html)")
+            ->type_name("FILE");
         c->add_option("--top", m_top, "Allocation sites listed")->check(CLI::Range(1, 100000));
+        addHelpFooter(c, "0 (the page's path on stdout), or 2 for a usage error, a report that cannot be read or a "
+                         "page that cannot be written.");
         return c;
     }
     int run() override

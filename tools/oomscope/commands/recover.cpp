@@ -18,8 +18,13 @@ public:
     {
         CLI::App* c = app.add_subcommand(name(), "Turn the flight-recorder file of a process that died without a "
                                                  "report (SIGKILL, the OOM killer, a crash) into a report");
-        c->add_option("file", m_file, "The .flight file (OOMSCOPE_OUTPUT_DIR/oomscope-HOST-PID.flight)")->required();
-        c->add_option("-o,--output-dir", m_outputDir, "Where to write the report (default: the file's folder)");
+        c->add_option("file", m_file, "The .flight file (OOMSCOPE_OUTPUT_DIR/oomscope-HOST-PID.flight)")
+            ->required()
+            ->type_name("FLIGHT");
+        c->add_option("-o,--output-dir", m_outputDir, "Where to write the report (default: the file's folder)")
+            ->type_name("DIR");
+        addHelpFooter(c, "0 (the report's path on stdout), or 2 for a usage error, a file that is not a flight file "
+                         "of this version, or a report that cannot be written.");
         return c;
     }
     int run() override

@@ -28,7 +28,8 @@ public:
                                                  "job view (every rank of a torchrun/Slurm job side by side)");
         c->add_option("files", m_files,
                       "A report written by oomscope (oomscope-*.json); or a directory of them, or several: the job view")
-            ->required();
+            ->required()
+            ->type_name("REPORT|DIR");
         c->add_option("--top", m_render.topSites, "Allocation sites to show")->check(CLI::Range(0, 1000000));
         c->add_option("--events", m_render.events, "Last events to show")->check(CLI::Range(0, 100000000));
         c->add_option("--frames", m_render.stackFrames, "Frames to show per stack")->check(CLI::Range(1, 10000));
@@ -39,6 +40,8 @@ public:
                       "text (tables), or json: the report with its analysis filled in (leaks, diagnosis), "
                       "valid against the report schema")
             ->check(CLI::IsMember({"text", "json"}));
+        addHelpFooter(c, "0, or 2 for a usage error or a report that cannot be read (for a set of reports, the rest "
+                         "is shown and each unreadable one named).");
         return c;
     }
     int run() override

@@ -40,7 +40,8 @@ public:
     CLI::App* setup(CLI::App& app) override
     {
         CLI::App* c = app.add_subcommand(name(), "Run a program with oomscope preloaded: oomscope run [-o DIR] -- CMD ...");
-        c->add_option("--output-dir,-o", m_outputDir, "Folder for the reports (default: the working directory)");
+        c->add_option("--output-dir,-o", m_outputDir, "Folder for the reports (default: the working directory)")
+            ->type_name("DIR");
         c->add_flag("--check{leak}", m_check,
                     "After the run, check its reports (oomscope check); --check=RULES picks the rules. The "
                     "program's failure wins, else the check's status");
@@ -53,7 +54,8 @@ public:
                       "Rehearse on a smaller GPU: SIZE (every device), SIZE,SIZE,... (per device) or a card "
                       "(t4, l4, a10g, rtx4090, a100-40gb, a100-80gb, h100-80gb, h200). Allocations past it fail "
                       "with the API's own out-of-memory error; the memory query answers as that card "
-                      "(OOMSCOPE_DEVICE_LIMIT)");
+                      "(OOMSCOPE_DEVICE_LIMIT)")
+            ->type_name("SIZE|CARD");
         c->add_option("--via", m_via,
                       "How the library enters the program: preload (LD_PRELOAD, the default) or inject "
                       "(CUDA_INJECTION64_PATH: CUPTI callbacks alone, for static runtimes and where LD_PRELOAD "
@@ -62,6 +64,9 @@ public:
         // Everything from the first argument that is not one of run's options on is the command,
         // passed through untouched (its own options included); a leading "--" is optional.
         c->prefix_command();
+        addHelpFooter(c, "the program's own (or 128+N when a signal N ended it: oomscope dies of the same signal); "
+                         "with --check, 1 when the check finds something and the program succeeded (N with "
+                         "--error-exitcode N); 2 for a usage error; 127 when the program cannot be run.");
         m_app = c;
         return c;
     }

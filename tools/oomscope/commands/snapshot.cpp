@@ -19,12 +19,15 @@ public:
     {
         CLI::App* c = app.add_subcommand(name(), "A report of a running process now, read from its flight-recorder "
                                                  "file: the process is not stopped, signalled or slowed");
-        c->add_option("target", m_target, "The process's PID, or its .flight file")->required();
-        c->add_option("-o,--output-dir", m_outputDir, "Where to write the report (default: the flight file's folder)");
+        c->add_option("target", m_target, "The process's PID, or its .flight file")->required()->type_name("PID|FLIGHT");
+        c->add_option("-o,--output-dir", m_outputDir, "Where to write the report (default: the flight file's folder)")
+            ->type_name("DIR");
         c->add_option("--events", m_events,
                       "Keep only the newest N events in the timeline (default: all the ring holds, 256 Ki at the "
                       "defaults; 0: none, the ring is not read): periodic snapshots stay small")
             ->check(CLI::Range(size_t(0), size_t(1) << 40));
+        addHelpFooter(c, "0 (the report's path on stdout), or 2 for a usage error, a process or file without a "
+                         "flight file of this version, or a report that cannot be written.");
         return c;
     }
     int run() override

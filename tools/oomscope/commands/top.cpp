@@ -92,10 +92,13 @@ public:
                                                  "leaks, refreshed from their flight-recorder files");
         c->add_option("targets", m_targets,
                       "PIDs, .flight files or folders of them (default: $OOMSCOPE_OUTPUT_DIR, else the working "
-                      "directory)");
+                      "directory)")
+            ->type_name("PID|FLIGHT|DIR");
         c->add_option("-n,--interval", m_interval, "Seconds between refreshes")->check(CLI::Range(0.1, 3600.0));
         c->add_option("--steps", m_steps, "Steps the growth per step is measured over")->check(CLI::Range(2, 4096));
         c->add_flag("--once", m_once, "Print one frame as plain text and exit");
+        addHelpFooter(c, "0 when it quits (q, Ctrl-C, or after --once), 2 for a usage error or when no process "
+                         "named can be read.");
         return c;
     }
     int run() override
