@@ -295,6 +295,8 @@ void readFacts(const Copies& c, const flight::Header& h, TrackImage* image)
         return;
     flight::FactsHeader facts;
     std::memcpy(&facts, c.first + h.factsOffset, sizeof(facts));
+    image->oomEpisodes = facts.oomEpisodes;
+    image->failedAllocations = facts.failedAllocations;
     flight::NameRecord name;
     if (readSeqRecord(c, h.factsOffset + offsetof(flight::FactsHeader, framework), &name))
         image->framework.assign(name.text, strnlen(name.text, sizeof(name.text)));

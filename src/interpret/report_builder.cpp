@@ -422,6 +422,8 @@ void Builder::addCapture()
     c.liveMapBytes = m_image.liveMapBytes;
     c.stackTableBytes = m_image.stackTableBytes;
     c.unknownFrees = m_image.unknownFrees;
+    c.oomEpisodes = m_image.oomEpisodes;
+    c.failedAllocations = m_image.failedAllocations;
     c.unwinder = m_image.unwinder;
     c.notes.insert(c.notes.end(), m_image.notes.begin(), m_image.notes.end());
     if (m_missingStacks > 0)

@@ -37,6 +37,7 @@ inline constexpr int kRound4 = 4;  // memory by role (memory[].by_role, steps[].
                                    // a rehearsed device limit (devices[].limit_bytes)
 inline constexpr int kRound5 = 5;  // what keeps tensors alive (steps[].retainers, leaks[].held_by)
 inline constexpr int kRound6 = 6;  // the process's own device memory (devices[].process_bytes)
+inline constexpr int kRound7 = 7;  // counts of OOM episodes and failed allocations (capture)
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -345,6 +346,8 @@ OOMSCOPE_DESCRIBE(Capture)
     v("live_map_bytes", x.liveMapBytes, kFirst);
     v("stack_table_bytes", x.stackTableBytes, kFirst);
     v("unknown_frees", x.unknownFrees, kFirst);
+    v("oom_episodes", x.oomEpisodes, kRound7);
+    v("failed_allocations", x.failedAllocations, kRound7);
     v("unwinder", x.unwinder, kFirst);
     v("notes", x.notes, kFirst);
     // Absent (not null) when CUPTI was never tried: an optional key, not a nullable one.

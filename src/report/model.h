@@ -410,6 +410,8 @@ struct Capture {
     uint64_t liveMapBytes = 0;
     uint64_t stackTableBytes = 0;
     uint64_t unknownFrees = 0;
+    uint64_t oomEpisodes = 0;        // out-of-memory episodes the process had (revision 7)
+    uint64_t failedAllocations = 0;  // failed allocations, out of memory or not (revision 7)
     std::string unwinder;
     std::vector<std::string> notes;  // what the capture lost or could not do
     std::optional<Coverage> coverage;  // absent when CUPTI was never tried (older reports)

@@ -118,6 +118,10 @@ struct FactsHeader {
     uint64_t stepHead;   // the index of the last step sample written (release), 0 for none
     uint64_t stepEpoch;  // bumped when the samples so far are dropped (the first step event)
     uint64_t devicesKnown;  // DeviceFacts records written (0 until the first allocation)
+    // Added inside version 4 (zero in older files, where nothing counted them): out-of-memory
+    // episodes and failed allocations so far, relaxed atomic adds (`oomscope metrics` reads them).
+    uint64_t oomEpisodes;
+    uint64_t failedAllocations;
 };
 
 struct DeviceFacts {

@@ -454,6 +454,16 @@ void FlightFile::framework(const std::string& name) noexcept
     writeRecord(&facts()->framework, value);
 }
 
+void FlightFile::countOomEpisode() noexcept
+{
+    __atomic_fetch_add(&facts()->oomEpisodes, 1, __ATOMIC_RELAXED);
+}
+
+void FlightFile::countFailedAllocation() noexcept
+{
+    __atomic_fetch_add(&facts()->failedAllocations, 1, __ATOMIC_RELAXED);
+}
+
 void FlightFile::devices(const std::vector<report::Device>& devices) noexcept
 {
     std::lock_guard<std::mutex> lock(m_factsMutex);

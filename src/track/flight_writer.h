@@ -72,6 +72,9 @@ public:
     // only (the first allocation, a framework attaching, a peak's composition, a step sample).
     // Never throw.
     void framework(const std::string& name) noexcept;
+    // One more out-of-memory episode, one more failed allocation (the facts' counters).
+    void countOomEpisode() noexcept;
+    void countFailedAllocation() noexcept;
     void devices(const std::vector<report::Device>& devices) noexcept;
     void peak(const PeakSites& peak) noexcept;  // device -1 … : none kept (a peak reset) for peak.device
     void clearPeaks() noexcept;

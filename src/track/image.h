@@ -116,6 +116,8 @@ struct TrackImage {
 
     // What the tracker lost or spent.
     uint64_t unknownFrees = 0;
+    uint64_t oomEpisodes = 0;        // out-of-memory episodes so far
+    uint64_t failedAllocations = 0;  // failed allocations so far (out of memory or not)
     uint64_t liveMapBytes = 0;
     uint64_t stackTableBytes = 0;
     uint64_t distinctStacks = 0;

@@ -227,6 +227,9 @@ void Recorder::recordFailure(const Allocation& alloc, int error, bool outOfMemor
 {
     markProcessActive();
     push(Event::failure(alloc, error));
+    m_failedAllocations.fetch_add(1, std::memory_order_relaxed);
+    if (m_flight)
+        m_flight->countFailedAllocation();
     if (!outOfMemory)
         return;
     try {
@@ -260,7 +263,7 @@ void Recorder::openEpisode(const Allocation& alloc, int error)
     }
     if (!fresh)
         return;  // the same episode
-    if (!m_episodes.takeReport()) {
+    if (!takeEpisodeReport()) {
         const char* api = m_apis.name(alloc.api);
         m_episodes.skip(report::SkippedOom{eventNs(), alloc.device, api ? api : "unknown", alloc.size});
         m_episodes.reported(eventNs());
@@ -313,10 +316,19 @@ void Recorder::attachPythonFrames(uint64_t address, const std::vector<PythonFram
     }
 }
 
+// An out-of-memory episode opens: counted, and whether it may have a report of its own.
+bool Recorder::takeEpisodeReport() noexcept
+{
+    m_oomEpisodes.fetch_add(1, std::memory_order_relaxed);
+    if (m_flight)
+        m_flight->countOomEpisode();
+    return m_episodes.takeReport();
+}
+
 std::string Recorder::frameworkOom(const FrameworkState& state, int device, uint64_t requested)
 {
     markProcessActive();
-    if (!m_episodes.takeReport()) {
+    if (!takeEpisodeReport()) {
         m_episodes.takeFirstFailure(eventNs());  // this episode's, spent
         m_episodes.skip(report::SkippedOom{eventNs(), device, state.name, requested});
         m_episodes.reported(eventNs());

@@ -166,6 +166,7 @@ private:
     void maybeSample(uint64_t nowNs) noexcept;
     report::Step takeSample(const FrameworkState* state, uint64_t timeNs);
     void openEpisode(const Allocation& alloc, int error);
+    bool takeEpisodeReport() noexcept;
     // Gives the live allocation at address the Python frames that allocated it (from the
     // framework's own history): its native frames up to the interpreter, then those.
     void attachPythonFrames(uint64_t address, const std::vector<PythonFrameText>& frames);
@@ -210,6 +211,8 @@ private:
     std::atomic<uint64_t> m_ownEnd{0};
     const int m_stackDepth;
     std::atomic<uint64_t> m_unknownFrees{0};
+    std::atomic<uint64_t> m_oomEpisodes{0};        // out-of-memory episodes (each takes or skips a report)
+    std::atomic<uint64_t> m_failedAllocations{0};  // every failed allocation, OOM or not
     static constexpr size_t kMaxPools = 64;
     std::atomic<uint64_t> m_pools[kMaxPools] = {};
     std::recursive_mutex m_dumpMutex;

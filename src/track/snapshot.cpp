@@ -105,6 +105,8 @@ TrackImage Recorder::snapshot() const
     image.pythonCodes = PythonFrames::codes();
     image.modules = loadedModules();
     image.unknownFrees = m_unknownFrees.load(std::memory_order_relaxed);
+    image.oomEpisodes = m_oomEpisodes.load(std::memory_order_relaxed);
+    image.failedAllocations = m_failedAllocations.load(std::memory_order_relaxed);
     image.liveMapBytes = m_live.memoryBytes();
     image.stackTableBytes = m_stacks.memoryBytes();
     image.distinctStacks = m_stacks.size();

@@ -32,6 +32,10 @@ def test_one_oom_report_with_the_failed_request(build, tmp_path):
     assert trig["framework"] is None
     assert "cudaMalloc of" in trig["message"]
     assert any("run_final_step" in f for f in t.frame_names(rep, trig["stack"]))
+    # Counted for `oomscope metrics`: one episode, its one failed allocation; the exit report too.
+    assert (rep["capture"]["oom_episodes"], rep["capture"]["failed_allocations"]) == (1, 1)
+    exit_rep = run.only("exit")
+    assert (exit_rep["capture"]["oom_episodes"], exit_rep["capture"]["failed_allocations"]) == (1, 1)
 
 
 def test_tracked_bytes_equal_the_live_allocations(build, tmp_path):

@@ -42,6 +42,7 @@ std::unique_ptr<Command> makeHtmlCommand();
 std::unique_ptr<Command> makeFitCommand();
 std::unique_ptr<Command> makeSnapshotCommand();
 std::unique_ptr<Command> makeTopCommand();
+std::unique_ptr<Command> makeMetricsCommand();
 
 // The end of a command's --help, the same shape for every command: its exit status, and the
 // page of its reference (docs/commands/NAME.md, which holds this help verbatim: a test compares

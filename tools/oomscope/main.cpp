@@ -21,7 +21,7 @@ int main(int argc, char** argv)
     app.require_subcommand(1);
     std::unique_ptr<Command> commands[] = {makeRunCommand(), makeReportCommand(), makeCheckCommand(),
                                            makeDiffCommand(), makeRecoverCommand(), makeHtmlCommand(), makeFitCommand(),
-                                           makeExportCommand(), makeSnapshotCommand(), makeTopCommand()};
+                                           makeExportCommand(), makeSnapshotCommand(), makeTopCommand(), makeMetricsCommand()};
     std::vector<std::pair<CLI::App*, Command*>> parsers;
     int parsedArgc = argc;
     for (auto& command : commands) {
