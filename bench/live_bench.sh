@@ -20,6 +20,8 @@
 # 2 x THREADS + 1 CPUs are free (the program, the reference and the looker each need their own,
 # or the comparison measures the scheduler); more than one thread queues on the fake device's
 # global mutexes, and a queue's rate depends on how fast its sleepers are woken.
+# LOOKER_C=metrics makes C `oomscope metrics --textfile` writing every second (the metrics loop,
+# at 15 times its default rate) instead of a whole snapshot a second.
 # Usage: bench/live_bench.sh BUILD_DIR [THREADS] [SECONDS] [CYCLES]
 #   (BUILD_DIR holds bin/oomscope, lib/oomscope/liboomscope.so, fakecuda/bin/live_loop, fakecuda/lib)
 set -eu
@@ -34,7 +36,9 @@ export FAKECUDA_UNBACKED=1 FAKECUDA_CAPACITY=16GiB OOMSCOPE_EXIT_REPORT=0 OOMSCO
 fake=$(cd -P "$build/fakecuda/lib" && pwd)
 export LD_LIBRARY_PATH="$fake:$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
-echo "live_loop churn $threads (and a reference live_loop churn $threads nobody looks at), windows of $seconds s, $cycles cycles of A (alone) B (top, a frame a second) C (a snapshot a second) D (alone), one process"
+c_what="a snapshot a second"
+[ "${LOOKER_C:-snapshot}" = metrics ] && c_what="oomscope metrics --textfile, every second"
+echo "live_loop churn $threads (and a reference live_loop churn $threads nobody looks at), windows of $seconds s, $cycles cycles of A (alone) B (top, a frame a second) C ($c_what) D (alone), one process"
 
 # Starts live_loop churn THREADS under the preload, its flight file in $1, its stdin the fifo
 # $1/in, its stdout $1/out; sets $started to its PID once it says ready (it runs until a line
@@ -71,6 +75,9 @@ window() {
   local looker=""
   if [ "$1" = B ]; then
     "$build/bin/oomscope" top --interval 1 "$pid" >/dev/null 2>&1 &
+    looker=$!
+  elif [ "$1" = C ] && [ "${LOOKER_C:-snapshot}" = metrics ]; then
+    "$build/bin/oomscope" metrics --textfile "$dir/metrics.prom" --interval 1 "$pid" >/dev/null 2>&1 &
     looker=$!
   elif [ "$1" = C ]; then
     mkdir -p "$dir/snaps"
@@ -130,13 +137,13 @@ summary() {
 }
 echo "over $cycles cycles (B, C, D against A of the same cycle):"
 summary 1 2 "rate with top (B)"
-summary 1 3 "rate with a snapshot a second (C)"
+summary 1 3 "rate with $c_what (C)"
 summary 1 4 "rate alone again (D, the placebo)"
 summary 5 6 "CPU per pair with top (B)"
 summary 5 7 "CPU per pair with snapshots (C)"
 summary 5 8 "CPU per pair alone again (D)"
 summary 9 10 "rate over the reference's, top (B)"
-summary 9 11 "rate over the reference's, snapshots (C)"
+summary 9 11 "rate over the reference's, $c_what (C)"
 summary 9 12 "rate over the reference's, alone (D)"
 
 # The reader's cost: ten snapshots of a running churn, timed.

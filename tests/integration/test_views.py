@@ -230,3 +230,75 @@ def test_default_output_names_and_the_temporary_file_is_gone(build, tmp_path):
     assert cli(build, "export", str(tmp_path / "r.json"), "-f", "torch-snapshot").stdout.strip() == str(tmp_path / "r.pickle")
     assert cli(build, "export", str(tmp_path / "r.json"), "-f", "chrome-trace").stdout.strip() == str(tmp_path / "r.trace.json")
     assert sorted(os.listdir(tmp_path)) == ["r.html", "r.json", "r.pickle", "r.trace.json"]
+
+
+def trace_events_are_well_formed(events):
+    """The Trace Event Format's rules the viewers rely on (Perfetto, chrome://tracing)."""
+    for e in events:
+        assert {"ph", "name", "ts", "pid", "tid"} <= set(e), e
+        assert e["ph"] in ("M", "C", "X", "i"), e
+        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e
+        if e["ph"] == "X":
+            assert e["dur"] >= 0, e
+        if e["ph"] == "i":
+            assert e["s"] in ("g", "p", "t"), e
+        if e["ph"] == "C":
+            assert all(isinstance(v, int) and v >= 0 for v in e["args"].values()), e
+
+
+def test_export_windows_keep_the_newest_events_and_say_what_they_cut(build, tmp_path):
+    report = os.path.join(FIXTURES, "h200-torch-gpt2-oom.json")
+    rows = load("h200-torch-gpt2-oom")["timeline"]["rows"]
+    start = load("h200-torch-gpt2-oom")["process"]["start_time_ns"]
+    # --last N: the trace holds the newest N events' entries; the segments are the trigger's.
+    r = cli(build, "export", report, "-f", "torch-snapshot", "--last", "50", "-o", str(tmp_path / "last.pickle"))
+    assert r.returncode == 0 and f"50 of {len(rows)} events kept (--last)" in r.stderr, r.stderr
+    assert cli(build, "export", report, "-f", "torch-snapshot", "--last", "0", "-o", str(tmp_path / "all.pickle")).returncode == 0
+    whole = pickle.loads((tmp_path / "all.pickle").read_bytes())
+    last = pickle.loads((tmp_path / "last.pickle").read_bytes())
+    assert last["segments"] == whole["segments"]
+    newest = min(e["time_us"] for t in last["device_traces"] for e in t)
+    kept = [e for t in whole["device_traces"] for e in t if e["time_us"] >= newest]
+    assert sum(len(t) for t in last["device_traces"]) == len(kept) > 0
+    # The default keeps everything a fixture has (it is below the cap), and says nothing.
+    r = cli(build, "export", report, "-f", "torch-snapshot", "-o", str(tmp_path / "default.pickle"))
+    assert r.returncode == 0 and "kept" not in r.stderr
+    assert (tmp_path / "default.pickle").read_bytes() == (tmp_path / "all.pickle").read_bytes()
+    # --from/--to on chrome-trace: only that span of the run, its counters and steps.
+    mid = (rows[len(rows) // 2][0] - start) / 1e9
+    r = cli(build, "export", report, "-f", "chrome-trace", "--from", f"{mid:.6f}", "-o", str(tmp_path / "w.json"))
+    assert r.returncode == 0 and "events kept (--from/--to)" in r.stderr, r.stderr
+    events = json.loads((tmp_path / "w.json").read_text())["traceEvents"]
+    trace_events_are_well_formed(events)
+    assert all(e["ts"] >= mid * 1e6 - 1 for e in events if e["ph"] in ("X", "i"))
+    assert any(e["ph"] == "C" for e in events)
+    for args, why in ((["-f", "torch-snapshot", "--to", "3"], "--to goes with chrome-trace"),
+                      (["-f", "folded", "--last", "5"], "no window"), (["-f", "chrome-trace", "--from", "5", "--to", "4"],
+                                                                      "--to must be after --from")):
+        r = cli(build, "export", report, *args, "-o", str(tmp_path / "x"))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and why in r.stderr, (args, r.stderr)
+
+
+def test_a_jobs_reports_export_as_one_trace_a_process_per_rank(build, tmp_path):
+    from test_job import run_job
+    run_job(build, tmp_path)
+    r = cli(build, "export", str(tmp_path), "-f", "chrome-trace")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(tmp_path / "oomscope-job.trace.json")
+    events = json.loads((tmp_path / "oomscope-job.trace.json").read_text())["traceEvents"]
+    trace_events_are_well_formed(events)
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert [names[p].split(" (")[0] for p in sorted(names)] == ["rank 0", "rank 1", "rank 2", "rank 3"], names
+    # Every rank's memory on the job's clock; the first failure an instant across the trace, at rank 2.
+    for pid in names:
+        assert any(e["ph"] == "C" and e["pid"] == pid for e in events), pid
+    [first] = [e for e in events if e["name"].startswith("first failure")]
+    assert first["s"] == "g" and first["name"] == "first failure: rank 2" and "6.00 GiB" in first["args"]["what"]
+    assert names[first["pid"]].startswith("rank 2")
+    # The job's clock: rank 2's failure is its last memory sample's time, and no rank starts before 0.
+    rank2 = [e for e in events if e["ph"] == "C" and e["pid"] == first["pid"]]
+    assert rank2[-1]["ts"] <= first["ts"] + 1
+    assert min(e["ts"] for e in events if e["ph"] != "M") >= 0
+    for args in (["-f", "torch-snapshot"], ["-f", "folded"]):
+        r = cli(build, "export", str(tmp_path), *args)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "is one trace" in r.stderr, r.stderr

@@ -50,6 +50,7 @@ private:
         DeviceOverTime out;
         int64_t now[kSources] = {};
         int64_t total = 0;
+        std::array<int64_t, kSources> before{};  // the state entering the window (events before it)
         std::vector<std::array<int64_t, kSources>> endOf;  // [bucket]: the state after its last event
         std::vector<int64_t> maxTotal, minTotal;
         std::vector<bool> touched;
@@ -89,6 +90,12 @@ void Replay::apply(Device& d, const TimelineRow& row, int sign)
     const size_t s = size_t(row.stack < m_sources.size() ? m_sources[row.stack] : Source::Other);
     d.now[s] += sign * int64_t(row.size);
     d.total += sign * int64_t(row.size);
+    if (row.timeNs < m_start) {  // before the window: what it starts with
+        std::copy(std::begin(d.now), std::end(d.now), d.before.begin());
+        return;
+    }
+    if (row.timeNs > m_end)
+        return;  // after the window: counted in the anchor only
     ++d.out.events;
     const size_t b = std::min(m_buckets - 1, size_t((std::max(row.timeNs, m_start) - m_start) / m_width));
     d.touched[b] = true;
@@ -111,7 +118,7 @@ void Replay::close(Device& d)
     int64_t offsetTotal = 0;
     for (size_t s = 0; s < kSources; ++s)
         offsetTotal += offset[s];
-    std::array<int64_t, kSources> state{};  // before the first event: what the anchor implies
+    std::array<int64_t, kSources> state = d.before;  // before the first event: what the anchor implies
     const size_t n = m_buckets;
     std::vector<bool> present(kSources, false);
     d.out.bytes.assign(kSources, std::vector<uint64_t>(n, 0));
@@ -149,6 +156,8 @@ std::vector<DeviceOverTime> Replay::run()
     const Timeline& tl = m_r.timeline;
     m_start = tl.rows.empty() ? m_r.process.startNs : std::min(tl.rows.front().timeNs, m_r.trigger.timeNs);
     m_end = std::max(m_r.trigger.timeNs, tl.rows.empty() ? m_start : tl.rows.back().timeNs);
+    m_start = std::max(m_start, m_o.fromNs);
+    m_end = std::min(m_end, m_o.toNs);
     if (m_start == 0 || m_end <= m_start)
         m_start = m_end > 1 ? m_end - 1 : 0;
     m_buckets = std::clamp<size_t>(tl.rows.size(), std::min<size_t>(64, m_o.buckets), m_o.buckets);
@@ -194,7 +203,10 @@ void Replay::addMarkers()
     const Timeline& tl = m_r.timeline;
     for (auto& [index, d] : m_devices) {
         std::vector<TimeMarker> steps, labels, failures;
+        const auto inside = [&](uint64_t t) { return t >= m_start && t <= m_end; };
         for (const Step& s : m_r.steps) {
+            if (!inside(s.timeNs))
+                continue;
             const bool here = std::any_of(s.devices.begin(), s.devices.end(), [&](const StepDevice& sd) { return sd.device == index; });
             if (!here)
                 continue;
@@ -208,6 +220,8 @@ void Replay::addMarkers()
         }
         const Timeline::Flags marker = tl.flags("marker"), failed = tl.flags("alloc_failed");
         for (const TimelineRow& row : tl.rows) {
+            if (!inside(row.timeNs))
+                continue;
             if (marker(row.kind) && row.address == 0)
                 labels.push_back({TimeMarker::Kind::Label, row.timeNs, tl.name(row.api)});
             else if (failed(row.kind) && row.device == index)
@@ -218,7 +232,7 @@ void Replay::addMarkers()
         addCapped(steps, m_o.maxMarkers, d.out);
         addCapped(labels, m_o.maxMarkers, d.out);
         addCapped(failures, m_o.maxMarkers, d.out);
-        if (m_r.trigger.kind == TriggerKind::Oom && m_r.trigger.device.value_or(-1) == index)
+        if (m_r.trigger.kind == TriggerKind::Oom && m_r.trigger.device.value_or(-1) == index && inside(m_r.trigger.timeNs))
             d.out.markers.push_back({TimeMarker::Kind::Oom, m_r.trigger.timeNs, "OOM: " + m_r.trigger.message});
         std::stable_sort(d.out.markers.begin(), d.out.markers.end(),
                          [](const TimeMarker& a, const TimeMarker& b) { return a.timeNs < b.timeNs; });

@@ -41,6 +41,10 @@ struct DeviceOverTime {
 struct OverTimeOptions {
     size_t buckets = 10000;      // two values a bucket: at most ~20k points a series
     size_t maxMarkers = 2000;    // per device and kind
+    // A window of the run (the process's CLOCK_MONOTONIC, as the timeline's times): the buckets
+    // and markers cover only it; the events outside still count for the memory held within it.
+    uint64_t fromNs = 0;
+    uint64_t toNs = UINT64_MAX;
 };
 
 std::vector<DeviceOverTime> memoryOverTime(const Report& report, const OverTimeOptions& options = {});

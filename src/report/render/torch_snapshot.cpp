@@ -12,6 +12,7 @@
 #include "report/analysis/memory_over_time.h"
 #include "report/render/pickle_writer.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -267,9 +268,19 @@ void SnapshotWriter::traces()
         devices = std::max<int64_t>(devices, row.device + 1);
     for (const Segment& s : m_r.segments)
         devices = std::max<int64_t>(devices, s.device + 1);
+    // The window: rows from fromNs (time order), the newest `last` of them.
+    const ExportWindow& w = m_o.window;
+    size_t lo = size_t(std::lower_bound(tl.rows.begin(), tl.rows.end(), w.fromNs,
+                                        [](const TimelineRow& r, uint64_t t) { return r.timeNs < t; }) -
+                       tl.rows.begin());
+    if (w.last > 0 && tl.rows.size() - lo > w.last)
+        lo = tl.rows.size() - w.last;
+    w.leftOut = lo;
+    w.kept = tl.rows.size() - lo;
     for (int64_t device = 0; device < devices; ++device) {
         m_p.beginList();
-        for (const TimelineRow& row : tl.rows) {
+        for (size_t i = lo; i < tl.rows.size(); ++i) {
+            const TimelineRow& row = tl.rows[i];
             const std::string& kind = tl.name(row.kind);
             if (row.device != device || !deviceMemoryApi(tl.name(row.api)))
                 continue;

@@ -194,6 +194,112 @@ def scenario_torch_live(ctx):
     return "; ".join(rows)
 
 
+def metric_samples(text):
+    """{(name, frozenset(labels)): value} of a Prometheus text exposition."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, value = line.rsplit(" ", 1)
+        name, _, labels = head.partition("{")
+        pairs = re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels)
+        out[(name, frozenset(pairs))] = float(value)
+    return out
+
+
+def metric(samples, name, **labels):
+    found = [v for (n, ls), v in samples.items() if n == name and all((k, str(v)) in ls for k, v in labels.items())]
+    return found
+
+
+def scenario_torch_metrics(ctx):
+    """`oomscope metrics --listen` beside a real training job: at a quiet step, its /metrics equals
+    what `oomscope snapshot` reads (memory by source, PyTorch's allocated and reserved, the step);
+    after more steps, the leak's growth per step names the leaking line."""
+    import urllib.request
+    out = ctx.dir("torch_metrics")
+    facts_path = os.path.join(out, "facts.json")
+    with open(SCRIPT) as f:
+        leak_line = next(i for i, text in enumerate(f, 1) if text.rstrip().endswith("# the leak"))
+    log = open(os.path.join(out, "run.log"), "w")
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", TORCHELASTIC_RUN_ID="gpu-metrics")
+    proc = subprocess.Popen([ctx.oomscope, "run", "-o", out, "--", sys.executable, SCRIPT, facts_path, "30", "3000"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    server = subprocess.Popen([ctx.oomscope, "metrics", "--listen", "127.0.0.1:0", out], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    rows = []
+    try:
+        said = server.stderr.readline()
+        check("metrics on http://" in said, f"metrics --listen said {said!r}")
+        url = said.split("metrics on ", 1)[1].strip()
+        scrape = lambda: urllib.request.urlopen(url, timeout=30).read().decode()
+        line = proc.stdout.readline()
+        check(line.startswith("paused"), f"the job did not reach its pause: {line!r} (exit {proc.poll()})")
+        paused = t.load(facts_path)
+        started = time.monotonic()
+        text = scrape()
+        scrape_seconds = time.monotonic() - started
+        with open(os.path.join(out, "metrics.txt"), "w") as f:
+            f.write(text)
+        samples = metric_samples(text)
+        snap_dir = os.path.join(out, "snapshot")
+        os.makedirs(snap_dir)
+        s = subprocess.run([ctx.oomscope, "snapshot", str(paused["pid"]), "--events", "0", "-o", snap_dir],
+                           capture_output=True, text=True, timeout=120)
+        check(s.returncode == 0, f"snapshot: {s.stderr}")
+        snap = t.load(s.stdout.strip())
+        row = t.memory_row(snap, 0)
+        for source, b in row["by_source"].items():
+            if source == "untracked":
+                continue
+            got = metric(samples, "oomscope_device_memory_bytes", rank=0, device=0, source=source)
+            check(got == [b], f"source {source}: /metrics {got}, snapshot {b}")
+        last = snap["steps"][-1]["devices"][0]
+        # The step sample is PyTorch's own memory_allocated()/memory_reserved() at the optimizer step.
+        check(metric(samples, "oomscope_torch_allocated_bytes", rank=0) == [last["allocated_bytes"]],
+              f"allocated: /metrics {metric(samples, 'oomscope_torch_allocated_bytes')}, snapshot {last['allocated_bytes']}")
+        check(metric(samples, "oomscope_torch_reserved_bytes", rank=0) == [last["reserved_bytes"]],
+              f"reserved: /metrics {metric(samples, 'oomscope_torch_reserved_bytes')}, snapshot {last['reserved_bytes']}")
+        check(metric(samples, "oomscope_steps_total", rank=0) == [30], f"steps {metric(samples, 'oomscope_steps_total')}")
+        uuid = snap["devices"][0]["uuid"]
+        check(metric(samples, "oomscope_device_memory_peak_bytes", device_uuid=uuid), f"no series of device {uuid}")
+        rows.append(f"at step 30: /metrics == snapshot: {len(row['by_source']) - 1} sources, torch "
+                    f"{row['by_source'].get('torch', 0) / MiB:.1f} MiB, allocated {last['allocated_bytes'] / MiB:.1f} MiB, "
+                    f"reserved {last['reserved_bytes'] / MiB:.1f} MiB (the step sample's), device {uuid}; scrape "
+                    f"{scrape_seconds * 1000:.0f} ms")
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+
+        def leak():
+            keyed = [(ls, v) for (n, ls), v in metric_samples(scrape()).items()
+                     if n == "oomscope_leak_growth_bytes_per_step"]
+            return keyed or None
+
+        keyed = wait_for(leak, 120, "the leak in /metrics")
+        site = dict(keyed[0][0]).get("site", "")
+        facts = t.load(facts_path)
+        truth = (facts["allocated"] - paused["allocated"]) / max(1, facts["step"] - paused["step"])
+        check(f"torch_live.py:{leak_line}" in site, f"the leak's site is {site!r}")
+        check(abs(keyed[0][1] - truth) <= 0.25 * truth, f"leak {keyed[0][1] / MiB:.2f} MiB/step, "
+              f"memory_allocated() grew {truth / MiB:.2f} MiB/step")
+        rows.append(f"at step {facts['step']}: leak {keyed[0][1] / MiB:.2f} MiB/step at {site.strip()} "
+                    f"(memory_allocated() {truth / MiB:+.2f} MiB/step)")
+        proc.stdin.write("stop\n")
+        proc.stdin.flush()
+        proc.wait(timeout=120)
+        gone = metric(metric_samples(scrape()), "oomscope_process_info", rank=0)
+        check(not gone, f"the ended job is still in /metrics: {gone}")
+        rows.append("ended: gone from the next scrape")
+    finally:
+        for p in (proc, server):
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=60)
+        log.close()
+    return "; ".join(rows)
+
+
 SCENARIOS = [
     ("torch_live", scenario_torch_live),
+    ("torch_metrics", scenario_torch_metrics),
 ]
