@@ -11,6 +11,8 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <mutex>
+#include <new>
+#include <pthread.h>
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -59,6 +61,8 @@ void load(Driver& d, Fn& slot, const char* symbol, bool ptsz = false)
         d.ok = false;
 }
 
+std::mutex g_contextMutex;
+
 Driver& driver()
 {
     static Driver d;
@@ -100,13 +104,22 @@ Driver& driver()
         load(d, d.memPoolTrimTo, "cuMemPoolTrimTo");
         if (d.ok && d.init(0) != CUDA_SUCCESS)
             d.ok = false;
+        if (d.ok) {
+            // fork(): ensureContext holds g_contextMutex while it calls the driver, so a child
+            // forked then would inherit it locked. Registered after the driver's own handlers
+            // (deviceGetCount makes sure they are): prepare handlers run in reverse order, so
+            // this lock is taken before the driver's, the order ensureContext takes them in.
+            int count = 0;
+            d.deviceGetCount(&count);
+            pthread_atfork([] { g_contextMutex.lock(); }, [] { g_contextMutex.unlock(); },
+                           [] { new (&g_contextMutex) std::mutex(); });
+        }
     });
     return d;
 }
 
 thread_local int t_device = 0;
 thread_local cudaError_t t_lastError = cudaSuccess;
-std::mutex g_contextMutex;
 CUcontext g_primary[64] = {};
 
 cudaError_t fromDriver(CUresult rc)
