@@ -25,7 +25,7 @@ PYTHON  ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -
 # integration tests, chromium (the HTML views are opened in a real headless browser), tmux
 # (oomscope top is run in one), the wheel's and the Debian package's tools, Prometheus and its
 # node exporter (oomscope metrics is scraped by them, on loopback ports).
-BUILD_PACKAGES := cmake ninja-build g++ make binutils pkg-config libunwind-dev nlohmann-json3-dev libspdlog-dev \
+BUILD_PACKAGES := cmake ninja-build g++ make binutils pkg-config libunwind-dev libdw-dev nlohmann-json3-dev libspdlog-dev \
                   libfmt-dev catch2 libcli11-dev python3
 TEST_PACKAGES  := python3-pytest python3-pytest-xdist python3-jsonschema time chromium tmux \
                   python3-venv python3-pip-whl python3-setuptools-whl python3-build python3-wheel python3-setuptools \

@@ -1,5 +1,5 @@
 # Read by cpack at packaging time: the main package's dependencies from the binaries it ships,
-# the newest glibc symbol version they use (objdump -T) and what the bundled libunwind needs.
+# the newest glibc symbol version they use (objdump -T) and what the bundled libraries need.
 include(${CPACK_OOMSCOPE_BINARY_DIR}/CPackBinaries.cmake)
 set(_glibc 0)
 set(_needed "")
@@ -19,7 +19,13 @@ foreach(_binary ${OOMSCOPE_PACKAGED_BINARIES})
   list(APPEND _needed ${_libs})
 endforeach()
 set(_depends "libc6 (>= 2.${_glibc})")
-if(_needed MATCHES "liblzma\\.so\\.5")
-  string(APPEND _depends ", liblzma5")
-endif()
+# What the bundled libunwind and libdw/libelf need of the system, by soname → package.
+foreach(_pair "liblzma\\.so\\.5=liblzma5" "libz\\.so\\.1=zlib1g" "libbz2\\.so\\.1\\.0=libbz2-1.0")
+  string(REPLACE "=" ";" _pair "${_pair}")
+  list(GET _pair 0 _soname)
+  list(GET _pair 1 _package)
+  if(_needed MATCHES "${_soname}")
+    string(APPEND _depends ", ${_package}")
+  endif()
+endforeach()
 set(CPACK_DEBIAN_MAIN_PACKAGE_DEPENDS "${_depends}")

@@ -3,10 +3,10 @@
 # with Debian's Python build tools (python3-build, python3-wheel, python3-setuptools, patchelf).
 #   tools/make_wheel.sh BUILD_DIR OUT_DIR [PYTHON]
 # The wheel holds the install tree's runtime part (cmake --install --component runtime: the
-# stripped CLI and preload, the libunwind the preload loads, the adapter's sitecustomize) under
-# oomscope/_native, the oomscope package itself, and what the bundled libunwind needs beyond
-# the manylinux libraries (liblzma), found by its RUNPATH $ORIGIN. N is the newest glibc symbol
-# version any of its binaries uses.
+# stripped CLI and preload, the libunwind and libdw the preload loads, the adapter's
+# sitecustomize) under oomscope/_native, the oomscope package itself, and what the bundled
+# libraries need beyond the manylinux libraries (liblzma, libz, libbz2), found by their RUNPATH
+# $ORIGIN. N is the newest glibc symbol version any of its binaries uses.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 mkdir -p "$2"
@@ -25,20 +25,33 @@ rm -rf "$native/share/oomscope/python/oomscope" "$stage/oomscope/__pycache__"
 cp "$source/packaging/wheel/setup.py" "$source/packaging/wheel/pyproject.toml" "$stage/"
 cp "$source/README.md" "$stage/"
 
-# libunwind's own needs outside the manylinux set, beside it.
-unwind="$native/lib/oomscope/libunwind.so.8"
-for lib in $(objdump -p "$unwind" | awk '/NEEDED/ {print $2}'); do
-  case "$lib" in
-    libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libgcc_s.so.*|libstdc++.so.*) ;;
-    *)
-      path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
-      [ -n "$path" ] || { echo "make wheel: $lib (needed by libunwind) not found" >&2; exit 1; }
-      cp -L "$path" "$native/lib/oomscope/$lib"
-      ;;
-  esac
+# What the bundled libraries (libunwind; elfutils' libdw and libelf) need outside the manylinux
+# set, beside them, found by their RUNPATH $ORIGIN.
+for bundled in libunwind.so.8 libdw.so.1 libelf.so.1; do
+  file="$native/lib/oomscope/$bundled"
+  [ -f "$file" ] || continue
+  for lib in $(objdump -p "$file" | awk '/NEEDED/ {print $2}'); do
+    case "$lib" in
+      libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libgcc_s.so.*|libstdc++.so.*) ;;
+      *)
+        [ -f "$native/lib/oomscope/$lib" ] && continue
+        path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+        [ -n "$path" ] || { echo "make wheel: $lib (needed by $bundled) not found" >&2; exit 1; }
+        cp -L "$path" "$native/lib/oomscope/$lib"
+        # and its copyright file, as its Debian package ships it
+        # (by name in the architecture's folder: with merged /usr, dpkg knows some under /lib)
+        package=$(dpkg-query -S "*/$(uname -m)-linux-gnu/$(basename "$(readlink -f "$path")")" 2>/dev/null |
+                  sed -n '1s/:.*//p')
+        if [ -n "$package" ] && [ -f "/usr/share/doc/$package/copyright" ]; then
+          mkdir -p "$native/share/doc/oomscope/third-party"
+          cp "/usr/share/doc/$package/copyright" "$native/share/doc/oomscope/third-party/$package.copyright"
+        fi
+        ;;
+    esac
+  done
+  chmod u+w "$file"
+  patchelf --set-rpath '$ORIGIN' "$file"
 done
-chmod u+w "$unwind"
-patchelf --set-rpath '$ORIGIN' "$unwind"
 
 glibc=$(find "$native" -type f \( -name '*.so*' -o -perm -u+x \) -exec objdump -T {} \; 2>/dev/null |
         grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -n 1)

@@ -31,7 +31,7 @@ setup(
     license="see the project's repository",
     python_requires=">=3.8",
     packages=["oomscope"],
-    package_data={"oomscope": ["_native/*", "_native/*/*", "_native/*/*/*", "_native/*/*/*/*"]},
+    package_data={"oomscope": ["_native/*", "_native/*/*", "_native/*/*/*", "_native/*/*/*/*", "_native/*/*/*/*/*"]},
     distclass=NativeDistribution,
     cmdclass={"bdist_wheel": NativeWheel},
     zip_safe=False,

@@ -1,5 +1,9 @@
 #include "common/size.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
 namespace oomscope::common {
 namespace {
 
@@ -91,6 +95,14 @@ bool parseSize(std::string_view text, uint64_t* out) noexcept
         return false;
     *out = uint64_t(bytes);
     return true;
+}
+
+bool envFlag(const char* name, bool fallback) noexcept
+{
+    const char* v = std::getenv(name);
+    if (!v || !*v)
+        return fallback;
+    return !(!std::strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"));
 }
 
 } // namespace oomscope::common

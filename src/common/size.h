@@ -22,6 +22,10 @@ namespace oomscope::common {
 
 bool parseSize(std::string_view text, uint64_t* out) noexcept;
 
+// A flag of the environment: `0`, `false`, `no`, `off` (any case) are false, anything else set
+// is true; unset or empty is the fallback.
+bool envFlag(const char* name, bool fallback) noexcept;
+
 // The grammar in one line, for error messages: "a number and an optional unit: ...".
 inline constexpr const char* kSizeGrammar =
     "a number and an optional unit, B, KiB, MiB, GiB or TiB (Ki, K and KB alike; powers of 1024), e.g. 1.5GiB";

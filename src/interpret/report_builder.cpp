@@ -335,6 +335,8 @@ void Builder::addStacks()
             report::Frame frame;
             frame.offset = resolved.offset;
             frame.symbol = resolved.symbol;
+            frame.file = resolved.file;
+            frame.line = resolved.line;
             if (resolved.module >= 0)
                 frame.module = moduleIds.emplace(resolved.module, uint32_t(moduleIds.size() + 1)).first->second;
             stack.frames.push_back(std::move(frame));

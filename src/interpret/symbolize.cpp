@@ -164,6 +164,8 @@ ResolvedFrame Symbolizer::resolve(uint64_t pc)
         // A return address points after the call: look up the call instruction itself.
         if (symbols && frame.offset > 0)
             frame.symbol = symbols->lookup(frame.offset - 1);
+        if (frame.offset > 0)
+            m_lines.lookup(module.path, module.buildId, frame.offset - 1, &frame.file, &frame.line);
     } else {
         frame.offset = pc;
     }

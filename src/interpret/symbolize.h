@@ -1,9 +1,11 @@
 // Dump-time symbolization: return address → module, offset and demangled function name, read
 // from the ELF symbol tables on disk (.symtab as well as .dynsym, so that static functions of
-// an unstripped program are named; dladdr sees only exported symbols). Never on a hot path.
+// an unstripped program are named; dladdr sees only exported symbols), and the source file
+// and line where DWARF says (source_lines.h). Never on a hot path.
 // Not thread-safe: one Symbolizer per dump.
 #pragma once
 
+#include "interpret/source_lines.h"
 #include "track/image.h"
 
 #include <cstdint>
@@ -43,6 +45,8 @@ struct ResolvedFrame {
     int module = -1;        // index into the Symbolizer's modules, -1 = unknown
     uint64_t offset = 0;    // pc - module base (the ELF virtual address of the return address)
     std::string symbol;     // demangled, empty when unknown
+    std::string file;       // the call's source file, from DWARF; empty when unknown
+    uint32_t line = 0;      // its line, 0 when unknown
 };
 
 class Symbolizer {
@@ -54,6 +58,7 @@ public:
 private:
     std::vector<LoadedModule> m_modules;
     std::map<int, std::unique_ptr<ElfSymbols>> m_symbols;
+    SourceLines m_lines;
     std::map<uint64_t, ResolvedFrame> m_cache;
 };
 

@@ -38,6 +38,7 @@ inline constexpr int kRound4 = 4;  // memory by role (memory[].by_role, steps[].
 inline constexpr int kRound5 = 5;  // what keeps tensors alive (steps[].retainers, leaks[].held_by)
 inline constexpr int kRound6 = 6;  // the process's own device memory (devices[].process_bytes)
 inline constexpr int kRound7 = 7;  // counts of OOM episodes and failed allocations (capture)
+inline constexpr int kRound8 = 8;  // native frames' source file and line
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -52,8 +53,9 @@ template <class T>
 struct SiteTriples {
     T& sites;  // std::vector<StepSite>, written as [[stack, device, bytes], ...]
 };
-// An optional key: written only when the optional holds a value, read as empty when absent
-// (where a nullable key is std::optional itself, written as null).
+// An optional key: written only when the member holds something (an optional with a value, a
+// string that is not empty, a number that is not 0), read as empty when absent (where a
+// nullable key is std::optional itself, written as null).
 template <class T>
 struct AbsentWhenEmpty {
     T& value;
@@ -76,6 +78,35 @@ template <class T>
 struct IsAbsentWhenEmpty : std::false_type {};
 template <class T>
 struct IsAbsentWhenEmpty<AbsentWhenEmpty<T>> : std::true_type {};
+
+// Whether an AbsentWhenEmpty member is left out, and the value written when it is not.
+template <class T>
+bool isEmptyValue(const T& x)
+{
+    if constexpr (IsOptional<T>::value)
+        return !x.has_value();
+    else if constexpr (requires { x.empty(); })
+        return x.empty();
+    else
+        return x == T{};
+}
+template <class T>
+const auto& presentValue(const T& x)
+{
+    if constexpr (IsOptional<T>::value)
+        return *x;
+    else
+        return x;
+}
+// The type of what is written (the optional's value type, or the member's own).
+template <class T>
+struct PresentType {
+    using type = T;
+};
+template <class T>
+struct PresentType<std::optional<T>> {
+    using type = T;
+};
 
 // describe(v, x): the fields of x's type, for a visitor v; x may be const (writers) or not.
 #define OOMSCOPE_DESCRIBE(Type)                                                                                         \
@@ -296,6 +327,8 @@ OOMSCOPE_DESCRIBE(Frame)
         v("module", x.module, kFirst);
         v("offset", x.offset, kFirst);
         v("symbol", x.symbol, kFirst);
+        v("file", AbsentWhenEmpty{x.file}, kRound8);
+        v("line", AbsentWhenEmpty{x.line}, kRound8);
     }
 }
 

@@ -218,9 +218,10 @@ public:
         using M = std::remove_cvref_t<T>;
         const bool present = m_object.json().contains(key);
         if constexpr (fields::IsAbsentWhenEmpty<M>::value) {
-            member.value.reset();
+            using Member = std::remove_cvref_t<decltype(member.value)>;
+            member.value = Member{};
             if (present) {
-                typename std::remove_cvref_t<decltype(member.value)>::value_type inner{};
+                typename fields::PresentType<Member>::type inner{};
                 read(m_object.at(key), inner);
                 member.value = std::move(inner);
             }

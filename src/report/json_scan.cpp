@@ -319,6 +319,18 @@ private:
             if (!(expect(',') && key("offset") && number(&f->offset) && expect(',') && key("symbol") && text(&a)))
                 return false;
             f->symbol = a;
+            // Revision 8: the source line, each key absent when unknown.
+            space();
+            while (peek(',')) {
+                std::string_view k;
+                if (!(expect(',') && text(&k) && expect(':')))
+                    return false;
+                if (k == "file" && text(&b))
+                    f->file = b;
+                else if (!(k == "line" && number(&f->line)))
+                    return false;
+                space();
+            }
         } else {
             return false;
         }

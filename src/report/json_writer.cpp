@@ -178,10 +178,10 @@ public:
     {
         using M = std::remove_cvref_t<T>;
         if constexpr (fields::IsAbsentWhenEmpty<M>::value) {
-            if (!member.value)
+            if (fields::isEmptyValue(member.value))
                 return;
             m_w.key(key);
-            value(*member.value);
+            value(fields::presentValue(member.value));
         } else {
             m_w.key(key);
             value(member);

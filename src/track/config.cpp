@@ -15,15 +15,6 @@
 
 namespace oomscope::track {
 
-bool envFlag(const char* name, bool fallback)
-{
-    const char* v = std::getenv(name);
-    if (!v || !*v)
-        return fallback;
-    if (!std::strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
-        return false;
-    return true;
-}
 
 
 size_t flightMiBFrom(const char* text, size_t fallback)

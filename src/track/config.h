@@ -2,6 +2,8 @@
 // Never destroyed: hooks may run during static destruction.
 #pragma once
 
+#include "common/size.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -43,6 +45,6 @@ size_t ringEventsFor(size_t mib);
 // OOMSCOPE_FLIGHT_MIB's value: whole MiB, 1 to 16384 (clamped); fallback when unset or not a number.
 size_t flightMiBFrom(const char* text, size_t fallback);
 
-bool envFlag(const char* name, bool fallback);
+using common::envFlag;  // common/size.h
 
 } // namespace oomscope::track

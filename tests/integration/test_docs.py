@@ -168,3 +168,19 @@ def test_the_readme_is_a_guide_and_no_page_dates_its_results_by_work_period():
             if dated.search(line):
                 found.append(f"{os.path.relpath(page, ROOT)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_every_variable_the_code_reads_is_on_the_environment_page():
+    # Every OOMSCOPE_ variable named in the product's sources (the preload, the CLI, the
+    # adapter) has its row or paragraph in docs/environment.md, and the table has one row each.
+    page = open(os.path.join(ROOT, "docs", "environment.md")).read()
+    named = set()
+    for folder in ("src", os.path.join("tools", "oomscope")):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+            for name in files:
+                if name.endswith((".cpp", ".h", ".py")):
+                    named |= set(re.findall(r"[\"'](OOMSCOPE_[A-Z0-9_]+)[\"']", open(os.path.join(dirpath, name)).read()))
+    assert len(named) > 20, named
+    assert sorted(v for v in named if v not in page) == []
+    rows = re.findall(r"^\| `(OOMSCOPE_[A-Z0-9_]+)` \|", page, re.M)
+    assert len(rows) == len(set(rows)), sorted(r for r in rows if rows.count(r) > 1)

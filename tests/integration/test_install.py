@@ -6,6 +6,7 @@ the demo's program on the fake CUDA and reads its report. Sanitizer builds are n
 skipped there."""
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -36,15 +37,26 @@ def sections(path):
 
 
 def demo(build, oomscope, tmp_path, env=None):
-    """The demo's program under this oomscope: its OOM report, rendered."""
+    """The demo's program under this oomscope: its OOM report, rendered, with the program's
+    source lines read by the libdw this install tree bundles (the loader's log says which)."""
     out = tmp_path / "demo"
+    log = tmp_path / "ld-debug"
     r = subprocess.run([oomscope, "run", "-o", str(out), "--", build.program("leaky_oom_fake"), "8"],
                        capture_output=True, text=True, timeout=120,
-                       env=dict(env or build.env(), FAKECUDA_CAPACITY="8GiB"))
+                       env=dict(env or build.env(), FAKECUDA_CAPACITY="8GiB", LD_DEBUG="files",
+                                LD_DEBUG_OUTPUT=str(log)))
     assert r.returncode != 0 and "report written" in r.stderr, r.stderr  # it runs out of memory on purpose
     [oom] = glob.glob(str(out / "oomscope-*-oom.json"))
     text = run([oomscope, "report", oom, "--color", "never"]).stdout
     assert "OUT OF MEMORY on device 0" in text and "leak_step_buffer" in text, text
+    assert re.search(r"leak_step_buffer\(.*\(leaky_oom_fake\.cpp:\d+, ", text), text
+    loaded = set()
+    for path in glob.glob(str(log) + ".*"):
+        loaded |= set(re.findall(r"file=(\S*/libdw\.so\.1) \[0\];\s+dynamically loaded by (\S+)", open(path).read()))
+    assert loaded, "libdw was not loaded"
+    for libdw, by in loaded:
+        assert os.path.dirname(libdw) == os.path.dirname(by), (libdw, by)  # beside the preload that loaded it
+        assert by.endswith("/lib/oomscope/liboomscope.so") and not by.startswith(build.dir + "/"), by
     return text
 
 
@@ -113,6 +125,17 @@ def test_the_wheel_alone_gives_the_cli_the_preload_and_the_adapter(build, wheel,
         r = run([oomscope, "run", "-o", str(tmp_path / "probe"), "--", python, "-c", probe], env=build.env())
         loaded, where = r.stdout.split()
         assert loaded == "True" and where.startswith(str(env_dir)), (python, r.stdout)
+    # The pages the commands' --help names, and the bundled libraries' copyright files.
+    native = glob.glob(str(env_dir / "lib" / "python3*" / "site-packages" / "oomscope" / "_native"))[0]
+    help_page = run([oomscope, "report", "--help"]).stdout.strip().splitlines()[-1]
+    assert os.path.isfile(os.path.join(native, "share", "doc", "oomscope", "commands", "report.md")), help_page
+    third = sorted(os.listdir(os.path.join(native, "share", "doc", "oomscope", "third-party")))
+    assert {"libdw1.copyright", "libelf1.copyright", "libunwind8.copyright"} <= set(third), third
+    for lib in os.listdir(os.path.join(native, "lib", "oomscope")):
+        if lib != "liboomscope.so":
+            real = os.path.basename(os.path.realpath("/lib/x86_64-linux-gnu/" + lib))
+            package_of = run(["dpkg-query", "-S", "*/x86_64-linux-gnu/" + real]).stdout
+            assert package_of.split(":")[0] + ".copyright" in third, (lib, package_of, third)
     # `python -m oomscope` is the CLI too.
     assert run([str(env_dir / "bin" / "python"), "-m", "oomscope", "--version"]).stdout.strip() == version
     # Nothing else was installed, and the wheel asks for nothing.

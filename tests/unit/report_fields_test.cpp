@@ -62,7 +62,7 @@ public:
             problem(path, mustBe ? "is in every report but not required by the schema"
                                  : "may be absent (added later) but the schema requires it");
         if constexpr (fields::IsAbsentWhenEmpty<M>::value)
-            check(properties[key], *std::optional<std::remove_cvref_t<decltype(*member.value)>>{std::in_place}, path);
+            check(properties[key], typename fields::PresentType<std::remove_cvref_t<decltype(member.value)>>::type{}, path);
         else
             check(properties[key], member, path);
     }

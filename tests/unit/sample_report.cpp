@@ -99,11 +99,14 @@ report::Report sampleReport()
     native.module = 1;
     native.offset = 0x1234;
     native.symbol = "c10::cuda::CUDACachingAllocator::malloc(unsigned long)";
+    Frame withLine = native;
+    withLine.file = "/src/pytorch/c10/cuda/CUDACachingAllocator.cpp";
+    withLine.line = 1234;
     Frame unknown;
     unknown.offset = 0xdeadbeef;
     r.stacks.push_back(Stack{1, {native, py}});
     r.stacks.push_back(Stack{2, {native, unknown}});
-    r.stacks.push_back(Stack{3, {native}});
+    r.stacks.push_back(Stack{3, {withLine, native}});
     r.modules.push_back(Module{1, "/usr/lib/libc10_cuda.so", "0123456789abcdef", 0x7f1000000000});
     r.capture.backends = {"interpose", "cupti", "torch"};
     Coverage coverage;

@@ -177,10 +177,19 @@ std::string describeFrame(const Report& r, const Frame& f)
         if (const Module* m = r.findModule(*f.module))
             module = baseName(m->path);
     }
-    const std::string where = module + "+" + formatHex(f.offset);
+    std::string where = module + "+" + formatHex(f.offset);
+    if (const std::string line = nativeLine(f); !line.empty())
+        where = line + ", " + where;
     if (f.symbol.empty())
         return "?? (" + where + ")";
     return truncateMiddle(f.symbol, 110) + "  (" + where + ")";
+}
+
+std::string nativeLine(const Frame& f)
+{
+    if (f.kind != Frame::Kind::Native || f.file.empty() || f.line == 0)
+        return {};
+    return baseName(f.file) + ":" + std::to_string(f.line);
 }
 
 std::string stackLabel(const Report& r, const Stack* stack)

@@ -33,6 +33,8 @@ const Frame* programFrame(const Stack& stack, bool* borrowed = nullptr);
 
 // One frame as text: "file.py:12  forward" or "symbol  (module+0x1a2b)".
 std::string describeFrame(const Report& report, const Frame& frame);
+// A native frame's source line as "file.cu:42" (the file's base name), "" when unknown.
+std::string nativeLine(const Frame& frame);
 
 // A stack in one line, as a site is named: its program frame (file:line function), else its
 // first frame outside the CUDA libraries and oomscope; "(no stack)" for none.

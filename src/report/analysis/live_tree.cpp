@@ -61,7 +61,10 @@ void addStack(const Report& r, const Stack* stack, uint64_t bytes, size_t maxDet
         std::vector<std::string> symbols;
         size_t j = i + 1;
         while (j-- > 0 && frames[j].kind == FrameKind::Native && moduleName(r, frames[j]) == library) {
-            symbols.push_back(frames[j].symbol.empty() ? library + "+" + formatHex(frames[j].offset) : frames[j].symbol);
+            std::string symbol = frames[j].symbol.empty() ? library + "+" + formatHex(frames[j].offset) : frames[j].symbol;
+            if (const std::string line = nativeLine(frames[j]); !line.empty())
+                symbol += "  " + line;
+            symbols.push_back(std::move(symbol));
             i = j;
         }
         const std::string name = library + (symbols.size() > 1 ? "  (" + std::to_string(symbols.size()) + " frames)" : "");
@@ -190,6 +193,8 @@ std::string foldedFrameName(const Report& report, const Frame& f)
         name = f.function + " (" + baseName(f.file) + ":" + std::to_string(f.line) + ")";
     else if (f.symbol.empty())
         name = moduleName(report, f) + "+" + formatHex(f.offset);
+    else if (const std::string line = nativeLine(f); !line.empty())
+        name = f.symbol + " (" + line + ")";  // as Python frames: function (file:line)
     else
         name = f.symbol + " (" + moduleName(report, f) + ")";
     std::replace(name.begin(), name.end(), ';', ',');

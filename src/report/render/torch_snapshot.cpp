@@ -93,7 +93,10 @@ void SnapshotWriter::frames(uint32_t stack, bool labelled)
             frame(f.file, f.line, f.function);
         } else {
             const Module* m = f.module ? m_r.findModule(*f.module) : nullptr;
-            frame(m ? m->path : "??", 0, f.symbol.empty() ? "??" : f.symbol);
+            if (!f.file.empty())
+                frame(f.file, f.line, f.symbol.empty() ? "??" : f.symbol);  // as PyTorch's own C++ frames
+            else
+                frame(m ? m->path : "??", 0, f.symbol.empty() ? "??" : f.symbol);
         }
     }
     m_p.endList();
