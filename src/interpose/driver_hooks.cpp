@@ -35,7 +35,11 @@ using oomscope::track::Event;
 // An address-space reservation or release: a timeline marker, nothing live.
 void addressRange(oomscope::track::Recorder* r, HookId id, uint64_t address, uint64_t size)
 {
-    r->recordEvent(Event::addressRange(oi::apiOf(id).value(), oi::currentDevice(oi::Family::Driver), address, size));
+    const int device = oi::currentDevice(oi::Family::Driver);
+    if (id == HookId::cuMemAddressReserve)
+        r->recordAddressReserve(oi::apiOf(id), device, address, size);
+    else
+        r->recordAddressFree(oi::apiOf(id), device, address, size);
 }
 
 // The hook is outermost and recording: the recorder, else null.

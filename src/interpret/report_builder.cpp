@@ -70,6 +70,7 @@ public:
         addTimeline();
         addStacks();
         attributeBySource();
+        addPaused();
         addPeaks();
         addCapture();
         return std::move(m_r);
@@ -83,6 +84,7 @@ private:
     void addTimeline();
     void addStacks();
     void attributeBySource();
+    void addPaused();
     void addPeaks();
     void addCapture();
     std::set<uint32_t> referencedStacks() const;
@@ -281,6 +283,8 @@ std::set<uint32_t> Builder::referencedStacks() const
         for (const auto& [stack, bytes] : p.stacks)
             referenced.insert(stack);
     }
+    for (const track::VmmPaused& p : m_image.paused)
+        referenced.insert(p.stack);
     referenced.erase(0);
     return referenced;
 }
@@ -370,6 +374,28 @@ void Builder::attributeBySource()
     for (report::MemoryRow& row : m_r.memory) {
         if (row.untrackedBytes)
             row.bySource[Source::Untracked] = *row.untrackedBytes;
+    }
+}
+
+// What is paused: reservations with ranges unmapped while reserved, but PyTorch's own (its
+// expandable segments unmap free pages for good, keeping the address space to grow into).
+void Builder::addPaused()
+{
+    for (const track::VmmPaused& p : m_image.paused) {
+        auto source = m_sourceOfStack.find(p.stack);
+        if (source != m_sourceOfStack.end() && source->second == Source::Torch)
+            continue;
+        report::PausedRange range;
+        range.device = p.device;
+        range.address = p.address;
+        range.reservedBytes = p.size;
+        range.pausedBytes = p.pausedBytes;
+        if (p.stack)
+            range.stack = p.stack;
+        m_r.paused.push_back(range);
+        for (report::MemoryRow& row : m_r.memory)
+            if (row.device == p.device)
+                row.pausedBytes = row.pausedBytes.value_or(0) + p.pausedBytes;
     }
 }
 

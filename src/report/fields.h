@@ -38,7 +38,7 @@ inline constexpr int kRound4 = 4;  // memory by role (memory[].by_role, steps[].
 inline constexpr int kRound5 = 5;  // what keeps tensors alive (steps[].retainers, leaks[].held_by)
 inline constexpr int kRound6 = 6;  // the process's own device memory (devices[].process_bytes)
 inline constexpr int kRound7 = 7;  // counts of OOM episodes and failed allocations (capture)
-inline constexpr int kRound8 = 8;  // native frames' source file and line
+inline constexpr int kRound8 = 8;  // native frames' source file and line; paused VMM ranges
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -181,6 +181,16 @@ OOMSCOPE_DESCRIBE(MemoryRow)
     v("by_kind", x.byKind, kFirst);
     v("peak", AbsentWhenEmpty{x.peak}, kRound3);
     v("by_role", AbsentWhenEmpty{x.byRole}, kRound4);
+    v("paused_bytes", AbsentWhenEmpty{x.pausedBytes}, kRound8);
+}
+
+OOMSCOPE_DESCRIBE(PausedRange)
+{
+    v("device", x.device, kFirst);
+    v("address", x.address, kFirst);
+    v("reserved_bytes", x.reservedBytes, kFirst);
+    v("paused_bytes", x.pausedBytes, kFirst);
+    v("stack", x.stack, kFirst);
 }
 
 OOMSCOPE_DESCRIBE(RoleBytes)
@@ -416,6 +426,7 @@ OOMSCOPE_DESCRIBE(Report)
     v("skipped_ooms", AbsentWhenEmpty{x.skippedOoms}, kRound3);
     v("segments", x.segments, kFirst);
     v("pools", x.pools, kRound1);
+    v("paused", AbsentWhenEmpty{x.paused}, kRound8);
     v("sites", x.sites, kFirst);
     v("timeline", x.timeline, kFirst);
     v("steps", x.steps, kFirst);

@@ -133,8 +133,23 @@ struct MemoryRow {
     std::map<MemKind, uint64_t> byKind;             // live bytes by memory kind
     std::optional<PeakComposition> peak;            // absent where the tracker kept none
     std::optional<RoleBytes> byRole;                // absent without an adapter that measures roles
+    std::optional<uint64_t> pausedBytes;            // revision 8: the device's paused[] bytes, absent when none
 
     bool operator==(const MemoryRow&) const = default;
+};
+
+// Revision 8: a reservation of CUDA address space with ranges unmapped while it stays reserved,
+// to be mapped again at the same addresses (torch_memory_saver's pause, vLLM's sleep mode): not
+// in use, not leaked, not fragmentation. PyTorch's own expandable segments, which unmap free
+// pages for good, are not paused.
+struct PausedRange {
+    int64_t device = 0;
+    uint64_t address = 0;        // the reservation
+    uint64_t reservedBytes = 0;  // its size
+    uint64_t pausedBytes = 0;    // unmapped in it, less mapped again since
+    std::optional<uint32_t> stack;  // that reserved it
+
+    bool operator==(const PausedRange&) const = default;
 };
 
 struct Block {
@@ -429,6 +444,7 @@ struct Report {
     std::optional<std::vector<MemoryRow>> atFirstFailure;
     std::vector<Segment> segments;
     std::vector<Pool> pools;
+    std::vector<PausedRange> paused;  // revision 8: absent when none
     std::vector<Site> sites;  // sorted by bytes, largest first
     Timeline timeline;
     std::vector<Step> steps;

@@ -40,6 +40,16 @@ struct VmmMapping {
     int device = -1;
 };
 
+// A reservation of CUDA VMM address space with paused bytes: ranges in it that were mapped,
+// then unmapped while the reservation stayed (less those mapped again since).
+struct VmmPaused {
+    uint64_t address = 0;      // the reservation
+    uint64_t size = 0;
+    uint32_t stack = 0;        // that reserved it
+    int device = -1;           // of the last range unmapped in it
+    uint64_t pausedBytes = 0;
+};
+
 // A file mapped into the process: what symbolization needs to turn a return address into
 // module + offset (+ the symbol, read from the file on disk).
 struct LoadedModule {
@@ -94,6 +104,7 @@ struct TrackImage {
     // address: the lowest range mapped to them, 0 while unmapped); the VMM mappings.
     std::vector<LiveAllocation> live;
     std::vector<VmmMapping> mappings;
+    std::vector<VmmPaused> paused;  // reservations with paused bytes (not from a flight file)
     // Per device; empty when the producer kept none (a flight file before counters): the
     // builder then adds up `live`, and the peak is at least what is live.
     std::vector<DeviceCounters> counters;

@@ -456,6 +456,26 @@ void Recorder::recordVmmUnmap(ApiId api, uint64_t address, uint64_t size) noexce
     }
 }
 
+void Recorder::recordAddressReserve(ApiId api, int device, uint64_t address, uint64_t size) noexcept
+{
+    markProcessActive();
+    try {
+        m_vmm.reserve(address, size, captureStack().value());
+    } catch (...) {
+    }
+    push(Event::addressRange(api.value(), device, address, size));
+}
+
+void Recorder::recordAddressFree(ApiId api, int device, uint64_t address, uint64_t size) noexcept
+{
+    markProcessActive();
+    try {
+        m_vmm.addressFree(address);
+    } catch (...) {
+    }
+    push(Event::addressRange(api.value(), device, address, size));
+}
+
 void Recorder::notePool(uint64_t pool) noexcept
 {
     if (pool == 0)

@@ -112,6 +112,9 @@ public:
     void recordVmmRelease(ApiId api, uint64_t handle) noexcept;
     void recordVmmMap(ApiId api, uint64_t address, uint64_t size, uint64_t handle) noexcept;
     void recordVmmUnmap(ApiId api, uint64_t address, uint64_t size) noexcept;
+    // Address space reserved (with the reserving stack, for what is later paused in it) and freed.
+    void recordAddressReserve(ApiId api, int device, uint64_t address, uint64_t size) noexcept;
+    void recordAddressFree(ApiId api, int device, uint64_t address, uint64_t size) noexcept;
 
     // A stream-ordered pool the program allocated from explicitly: its statistics go into
     // every report.

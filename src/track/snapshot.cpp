@@ -69,6 +69,7 @@ TrackImage Recorder::snapshot() const
     sortByTime(image.events);  // the ring gives each thread's events in order, not one order
     image.live = liveAllocations();
     image.mappings = m_vmm.mappings();
+    image.paused = m_vmm.paused();
     image.counters = m_counters.snapshot();
     {
         // The compositions taken at the frees after a peak; a device whose peak grew since its

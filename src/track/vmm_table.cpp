@@ -2,6 +2,8 @@
 
 #include "track/flight_writer.h"
 
+#include <algorithm>
+
 namespace oomscope::track {
 
 void VmmTable::setFlight(flight::VmmEntry* entries, size_t capacity, uint64_t* full, FlightFile* file) noexcept
@@ -98,12 +100,49 @@ std::optional<LiveAllocation> VmmTable::release(uint64_t handle)
     return endIfDone(it);
 }
 
+std::map<uint64_t, VmmPaused>::iterator VmmTable::reservationOf(uint64_t address)
+{
+    auto r = m_reservations.upper_bound(address);
+    if (r == m_reservations.begin())
+        return m_reservations.end();
+    --r;
+    return address - r->second.address < r->second.size ? r : m_reservations.end();
+}
+
+void VmmTable::reserve(uint64_t address, uint64_t size, uint32_t stack)
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    VmmPaused r;
+    r.address = address;
+    r.size = size;
+    r.stack = stack;
+    m_reservations[address] = r;
+}
+
+void VmmTable::addressFree(uint64_t address)
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_reservations.erase(address);
+}
+
+std::vector<VmmPaused> VmmTable::paused() const
+{
+    std::lock_guard<std::mutex> lock(m_mutex);
+    std::vector<VmmPaused> out;
+    for (const auto& [address, r] : m_reservations)
+        if (r.pausedBytes > 0)
+            out.push_back(r);
+    return out;
+}
+
 std::optional<int> VmmTable::map(uint64_t address, uint64_t size, uint64_t handle)
 {
     std::lock_guard<std::mutex> lock(m_mutex);
     auto it = m_handles.find(handle);
     if (it == m_handles.end())
         return std::nullopt;
+    if (auto r = reservationOf(address); r != m_reservations.end())  // resumed, as far as it goes
+        r->second.pausedBytes -= std::min(r->second.pausedBytes, size);
     ++it->second.mappings;
     m_mappings[address] = Mapping{address, size, handle, it->second.allocation.device};
     if (it->second.firstMapped == 0 || address < it->second.firstMapped) {
@@ -122,6 +161,10 @@ std::optional<LiveAllocation> VmmTable::unmap(uint64_t address, Mapping* unmappe
     const uint64_t handle = m->second.handle;
     if (unmapped)
         *unmapped = m->second;
+    if (auto r = reservationOf(address); r != m_reservations.end()) {  // paused while the range stays reserved
+        r->second.pausedBytes += m->second.size;
+        r->second.device = m->second.device;
+    }
     m_mappings.erase(m);
     auto it = m_handles.find(handle);
     if (it == m_handles.end())

@@ -1,15 +1,20 @@
 // Accounting of CUDA virtual memory management (cuMemCreate & co.): physical memory is a
 // handle's size, counted from cuMemCreate to the later of cuMemRelease and the last cuMemUnmap
 // of a range mapped to it (the driver frees it only then); mapped ranges are kept for the
-// segment view; reserved address space alone is not memory.
+// segment view; reserved address space alone is not memory. Reservations are kept too, for
+// what is paused: ranges unmapped while their reservation stays, to be mapped again at the same
+// addresses (torch_memory_saver, vLLM's sleep mode), until a map in the reservation resumes them
+// or cuMemAddressFree ends it.
 // Any thread. One mutex: VMM calls are a few thousand per run (PyTorch's expandable segments
 // map 20 MiB pages), not the per-tensor path.
 #pragma once
 
 #include "track/flight_format.h"
+#include "track/image.h"
 #include "track/live_map.h"
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -31,6 +36,13 @@ public:
     // Unmaps the range at address (*unmapped: the mapping, when there was one); returns the
     // handle's allocation if that ends its life.
     std::optional<LiveAllocation> unmap(uint64_t address, Mapping* unmapped = nullptr);
+
+    // Reserved address space (cuMemAddressReserve / cuMemAddressFree), with the stack that
+    // reserved it.
+    void reserve(uint64_t address, uint64_t size, uint32_t stack);
+    void addressFree(uint64_t address);
+    // The reservations with paused bytes: unmapped within them less mapped again since.
+    std::vector<VmmPaused> paused() const;
 
     // Live physical allocations, each with `address` set to its first mapped range (0 while
     // unmapped), for sites and attribution.
@@ -65,8 +77,12 @@ private:
     void fileEmpty(Handle& h);
     uint64_t lowestMapping(uint64_t handle) const;
 
+    // The reservation holding address, or end.
+    std::map<uint64_t, VmmPaused>::iterator reservationOf(uint64_t address);
+
     mutable std::mutex m_mutex;
     std::unordered_map<uint64_t, Handle> m_handles;
+    std::map<uint64_t, VmmPaused> m_reservations;  // by address; pausedBytes kept in each
     std::unordered_map<uint64_t, Mapping> m_mappings;  // by address
     flight::VmmEntry* m_fileEntries = nullptr;
     size_t m_fileCapacity = 0;

@@ -559,3 +559,22 @@ TEST_CASE("leaks: periodic samples count only in programs without step events", 
     }
     CHECK(findLeaks(mixed).empty());
 }
+
+TEST_CASE("rule paused_memory: info, a warning when less is free than resuming maps", "[diagnosis]")
+{
+    Report r = base();
+    addStack(r, 7, {py("serve.py", 12, "sleep")});
+    r.memory[0].pausedBytes = 3 * GiB;
+    r.paused.push_back(PausedRange{0, 0x7f0000000000, 4 * GiB, 3 * GiB, 7});
+    r.devices[0].freeBytes = 8 * GiB;
+    auto fired = diagnose(r, {}, nullptr);
+    REQUIRE(has(fired, "paused_memory", "info"));
+    CHECK(get(fired, "paused_memory").message.find("3.00 GiB paused") != std::string::npos);
+    CHECK(get(fired, "paused_memory").message.find("serve.py:12") != std::string::npos);
+    r.devices[0].freeBytes = 1 * GiB;
+    fired = diagnose(r, {}, nullptr);
+    REQUIRE(has(fired, "paused_memory", "warning"));
+    CHECK(get(fired, "paused_memory").message.find("1.00 GiB is free now") != std::string::npos);
+    r.memory[0].pausedBytes.reset();
+    CHECK_FALSE(has(diagnose(r, {}, nullptr), "paused_memory"));
+}

@@ -58,8 +58,9 @@ report::Report sampleReport()
     m.untrackedBytes = 1ull << 30;
     m.bySource = {{Source::Torch, 12ull << 30}, {Source::Cublas, 1ull << 30}, {Source::Untracked, 1ull << 30}};
     m.byKind = {{MemKind::Device, 13ull << 30}, {MemKind::Managed, 0}, {MemKind::HostPinned, 1ull << 20}};
-    r.memory.push_back(m);
     r.atFirstFailure = std::vector<MemoryRow>{m};
+    m.pausedBytes = 3ull << 30;
+    r.memory.push_back(m);
     Segment s;
     s.device = 0;
     s.address = 0x7f0000000000;
@@ -107,6 +108,7 @@ report::Report sampleReport()
     r.stacks.push_back(Stack{1, {native, py}});
     r.stacks.push_back(Stack{2, {native, unknown}});
     r.stacks.push_back(Stack{3, {withLine, native}});
+    r.paused.push_back(PausedRange{0, 0x7f3000000000, 4ull << 30, 3ull << 30, 3});
     r.modules.push_back(Module{1, "/usr/lib/libc10_cuda.so", "0123456789abcdef", 0x7f1000000000});
     r.capture.backends = {"interpose", "cupti", "torch"};
     Coverage coverage;

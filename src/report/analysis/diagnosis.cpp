@@ -274,6 +274,30 @@ void outsideRule(const Report& r, std::vector<Diagnosis>& out)
     }
 }
 
+// Paused memory (paused[]): not in use and not a leak, but mapping it again needs it back.
+void pausedRule(const Report& r, std::vector<Diagnosis>& out)
+{
+    for (const MemoryRow& row : r.memory) {
+        if (!row.pausedBytes || *row.pausedBytes == 0)
+            continue;
+        const uint64_t paused = *row.pausedBytes;
+        std::string by;
+        for (const PausedRange& p : r.paused)
+            if (p.device == row.device && p.stack && by.empty())
+                by = ", reserved by " + stackLabel(r, r.findStack(*p.stack));
+        std::string message = dev(row.device) + ": " + formatBytes(paused) +
+                              " paused (unmapped with its address ranges kept" + by +
+                              "): not in use and not a leak, but resuming maps it again";
+        const Device* d = r.findDevice(row.device);
+        const bool short_ = d && d->freeBytes && *d->freeBytes < paused;
+        if (short_)
+            message += "; " + formatBytes(*d->freeBytes) + " is free now, less than resuming needs";
+        out.push_back({"paused_memory", short_ ? Severity::Warning : Severity::Info, message,
+                       "free as much before resuming (what runs while it is paused must give it back), or release "
+                       "what will not be resumed (cuMemAddressFree)"});
+    }
+}
+
 void growthRule(const Report& r, const std::vector<LeakFinding>& leaks, const SourceLine& source,
                 std::vector<Diagnosis>& out)
 {
@@ -436,6 +460,7 @@ std::vector<Diagnosis> diagnose(const Report& r, const std::vector<LeakFinding>&
     requestRule(r, out);
     compositionRules(r, out);
     outsideRule(r, out);
+    pausedRule(r, out);
     growthRule(r, leaks, source, out);
     churnRule(r, out);
     std::stable_sort(out.begin(), out.end(), [](const Diagnosis& a, const Diagnosis& b) {

@@ -7,6 +7,7 @@
 #include "report/render/style.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 namespace oomscope::report {
@@ -119,6 +120,22 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
         }
         if (!kinds.empty())
             out << "  device " << m.device << " also:" << kinds << "\n";
+        // Paused ranges, by the stack that reserved them.
+        std::map<std::optional<uint32_t>, std::pair<uint64_t, size_t>> paused;
+        for (const PausedRange& p : r.paused) {
+            if (p.device == m.device) {
+                paused[p.stack].first += p.pausedBytes;
+                ++paused[p.stack].second;
+            }
+        }
+        for (const auto& [stack, bytes] : paused) {
+            out << "  device " << m.device << ": " << formatBytes(bytes.first) << " paused"
+                << (bytes.second > 1 ? " in " + std::to_string(bytes.second) + " ranges" : "")
+                << " (unmapped with the address ranges kept, to be mapped again; not in use, not leaked)";
+            if (stack)
+                out << ", reserved by " << stackLabel(r, r.findStack(*stack));
+            out << "\n";
+        }
     }
     if (r.atFirstFailure) {
         for (const MemoryRow& m : *r.atFirstFailure) {
