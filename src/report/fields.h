@@ -38,7 +38,8 @@ inline constexpr int kRound4 = 4;  // memory by role (memory[].by_role, steps[].
 inline constexpr int kRound5 = 5;  // what keeps tensors alive (steps[].retainers, leaks[].held_by)
 inline constexpr int kRound6 = 6;  // the process's own device memory (devices[].process_bytes)
 inline constexpr int kRound7 = 7;  // counts of OOM episodes and failed allocations (capture)
-inline constexpr int kRound8 = 8;  // native frames' source file and line; paused VMM ranges
+inline constexpr int kRound8 = 8;  // native frames' source file and line; paused VMM ranges;
+                                   // a segment's PyTorch pool
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -234,6 +235,7 @@ OOMSCOPE_DESCRIBE(Segment)
     v("kind", x.kind, kFirst);
     v("stream", x.stream, kFirst);
     v("blocks", x.blocks, kFirst);
+    v("pool_id", AbsentWhenEmpty{x.poolId}, kRound8);
 }
 
 OOMSCOPE_DESCRIBE(Pool)

@@ -87,4 +87,20 @@ const MemoryRow* Report::findMemory(int64_t device) const
     return nullptr;
 }
 
+PoolKind poolKind(const std::vector<int64_t>& poolId)
+{
+    if (poolId.size() != 2 || (poolId[0] == 0 && poolId[1] == 0))
+        return PoolKind::Default;
+    return poolId[0] == 0 ? PoolKind::MemPool : PoolKind::Graph;
+}
+
+std::string poolName(const std::vector<int64_t>& poolId)
+{
+    const PoolKind kind = poolKind(poolId);
+    if (kind == PoolKind::Default)
+        return "default pool";
+    const std::string id = "(" + std::to_string(poolId[0]) + ", " + std::to_string(poolId[1]) + ")";
+    return (kind == PoolKind::MemPool ? "MemPool " : "CUDA graph pool ") + id;
+}
+
 } // namespace oomscope::report

@@ -168,9 +168,18 @@ struct Segment {
     SegmentKind kind = SegmentKind::CudaMalloc;
     uint64_t stream = 0;
     std::vector<Block> blocks;
+    // Revision 8: PyTorch's segment_pool_id, absent for the default pool (0, 0): (0, n) a
+    // torch.cuda.MemPool, (n, 0) a CUDA graph's private pool (poolKind()).
+    std::vector<int64_t> poolId;
 
     bool operator==(const Segment&) const = default;
 };
+
+// What a segment's pool is, from its id as PyTorch numbers them.
+enum class PoolKind : uint8_t { Default, MemPool, Graph };
+PoolKind poolKind(const std::vector<int64_t>& poolId);
+// "default pool", "MemPool (0, 3)", "CUDA graph pool (2, 0)".
+std::string poolName(const std::vector<int64_t>& poolId);
 
 // A stream-ordered memory pool at the trigger (cuMemPoolGetAttribute). Key added after the
 // first v1 fixtures: absent in older reports, read as empty.

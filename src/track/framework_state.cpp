@@ -102,6 +102,14 @@ bool parseSegment(std::istringstream& words, FrameworkState& state)
         !parseU64(address, &s.address) || !parseU64(size, &s.size) || !parseU64(stream, &s.stream) ||
         !report::parseEnum(kind, &s.kind))
         return false;
+    std::string key, a, b;
+    if (words >> key >> a >> b && key == "pool") {
+        int64_t first = 0, second = 0;
+        if (!parseI64(a, &first) || !parseI64(b, &second))
+            return false;
+        if (first != 0 || second != 0)  // the default pool is left unsaid
+            s.poolId = {first, second};
+    }
     state.segments.push_back(std::move(s));
     return true;
 }

@@ -5,7 +5,8 @@
 //          [largest_free <bytes>] [allocated_peak <bytes>] [expandable 0|1]
 //          [parameters <bytes> gradients <bytes> optimizer_state <bytes>]   (roles, measured from
 //                                          the objects: all three or none)
-//   segment <device> <address> <size> <stream> <kind>
+//   segment <device> <address> <size> <stream> <kind> [pool <a> <b>]
+//                                          (pool: PyTorch's segment_pool_id, absent: the default)
 //   block <offset> <size> <state>[\t<file>\t<line>\t<function>…]
 //                                          (belongs to the segment above; the Python stack
 //                                          of the tensor in it, from PyTorch's history)

@@ -173,9 +173,7 @@ def test_two_runs_of_a_job_are_compared_rank_by_rank(build, tmp_path):
 
 
 def test_the_jobs_page_draws_every_rank_and_the_first_failure(build, tmp_path):
-    import shutil
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium:
+    if not t.CHROMIUM:
         import pytest
         pytest.skip("chromium is not installed (make deps installs it)")
     run_job(build, tmp_path)
@@ -184,12 +182,8 @@ def test_the_jobs_page_draws_every_rank_and_the_first_failure(build, tmp_path):
     assert page.stdout.strip() == str(tmp_path / "oomscope-job.html")
     text = (tmp_path / "oomscope-job.html").read_text()
     assert "<script" not in text and not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', text)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") and not k.endswith("SAN_OPTIONS")}
-    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--user-data-dir=" + str(tmp_path / "profile"), "--window-size=1300,1500"]
-    dom = subprocess.run(base + ["--dump-dom", "file://" + str(tmp_path / "oomscope-job.html")], capture_output=True,
-                         text=True, timeout=120, env=env).stdout
+    profile = str(tmp_path / "profile")
+    dom = t.browser("--dump-dom", "file://" + str(tmp_path / "oomscope-job.html"), profile=profile).stdout
     assert sorted(re.findall(r'<path data-rank="([^"]+)"', dom)) == ["rank 0", "rank 1", "rank 2", "rank 3"]
     assert sorted(re.findall(r'<tr data-rank="([^"]+)"', dom)) == ["rank 0", "rank 1", "rank 2", "rank 3"]
     assert re.search(r'<line data-first-failure="rank 2"', dom)
@@ -197,6 +191,6 @@ def test_the_jobs_page_draws_every_rank_and_the_first_failure(build, tmp_path):
     assert re.findall(r'data-code="rank_imbalance" data-rank="([^"]+)"', dom) == ["rank 2"]
     shots = os.path.join(build.dir, "test-output", "html")
     os.makedirs(shots, exist_ok=True)
-    subprocess.run(base + ["--screenshot=" + os.path.join(shots, "job.png"), "file://" + str(tmp_path / "oomscope-job.html")],
-                   capture_output=True, timeout=120, env=env)
+    t.browser("--screenshot=" + os.path.join(shots, "job.png"), "file://" + str(tmp_path / "oomscope-job.html"),
+              profile=profile)
     assert os.path.getsize(os.path.join(shots, "job.png")) > 10000

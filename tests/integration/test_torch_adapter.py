@@ -353,3 +353,39 @@ def test_memory_by_role_from_the_objects(build, tmp_path, kind, loop):
     text = subprocess.run([build.oomscope, "report", "--color", "never", r.reports["oom"][0]], capture_output=True,
                           text=True).stdout
     assert "by role:" in text and "parameters 65.00 MiB" in text, text
+
+
+def test_pools_a_mempool_and_a_graph_pool_by_their_ids(build, tmp_path):
+    r, facts = run(build, tmp_path, "pools")
+    assert facts["caught"]
+    rep = r.only("oom")
+    by_pool = {}
+    for s in rep["segments"]:
+        key = tuple(s.get("pool_id", (0, 0)))
+        by_pool[key] = by_pool.get(key, 0) + s["size"]
+    mempool, graph = tuple(facts["mempool"]["id"]), tuple(facts["graph_pool"]["id"])
+    assert mempool[0] == 0 and mempool[1] > 0 and graph[0] > 0 and graph[1] == 0
+    assert by_pool[mempool] == facts["mempool"]["reserved"] == 3 * 64 * MiB
+    assert by_pool[graph] == facts["graph_pool"]["reserved"] == 2 * 32 * MiB
+    assert sum(by_pool.values()) == t.memory_row(rep, 0)["reserved_bytes"]
+    # The default pool's segments carry no pool_id (PyTorch's (0, 0)).
+    assert all("pool_id" not in s or s["pool_id"] != [0, 0] for s in rep["segments"])
+    text = subprocess.run([build.oomscope, "report", r.reports["oom"][0], "--color", "never"], capture_output=True,
+                          text=True).stdout
+    assert ("device 0 by pool:  default pool 300.00 MiB (300.00 MiB allocated)  MemPool (0, %d) 192.00 MiB (192.00 MiB "
+            "allocated)  CUDA graph pool (%d, 0) 64.00 MiB (64.00 MiB allocated)" % (mempool[1], graph[0])) in text, text
+    # The torch-snapshot export keeps each segment's pool, as PyTorch's own snapshot writes it.
+    out = tmp_path / "s.pickle"
+    subprocess.run([build.oomscope, "export", r.reports["oom"][0], "-f", "torch-snapshot", "--torch-only", "-o", str(out)],
+                   check=True)
+    snap = pickle.loads(out.read_bytes())
+    exported = {}
+    for s in snap["segments"]:
+        exported[s["segment_pool_id"]] = exported.get(s["segment_pool_id"], 0) + s["total_size"]
+    assert exported == {(0, 0): by_pool[(0, 0)], mempool: by_pool[mempool], graph: by_pool[graph]}
+    # The HTML page's segment map colours the bars by pool and lists the three.
+    if t.CHROMIUM:
+        page = tmp_path / "r.html"
+        subprocess.run([build.oomscope, "html", r.reports["oom"][0], "-o", str(page)], check=True, capture_output=True)
+        drawn = t.body_data(t.browser("--dump-dom", "file://" + str(page), profile=str(tmp_path / "profile")).stdout)
+        assert drawn.get("segment-pools") == "3", drawn

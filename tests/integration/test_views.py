@@ -15,9 +15,11 @@ import pytest
 
 from conftest import BUILD
 
+import oomscope_testlib as t
+
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "v1")
 ALL = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(FIXTURES, "*.json")))
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = t.CHROMIUM
 SHOTS = os.path.join(BUILD, "test-output", "html")
 
 
@@ -30,24 +32,8 @@ def load(name):
         return json.load(f)
 
 
-# The browser is not under test: it runs without what conftest puts into this process's
-# environment for the programs that are (a sanitizer runtime in LD_PRELOAD, the fake CUDA).
-BROWSER_ENV = {k: v for k, v in os.environ.items()
-               if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") and not k.endswith("SAN_OPTIONS")}
-
-
-def browser(*args, profile):
-    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                           "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--hide-scrollbars",
-                           "--window-size=1400,2400"] + list(args), capture_output=True, text=True, timeout=120,
-                          env=BROWSER_ENV)
-
-
-def body_data(dom):
-    body = re.search(r"<body([^>]*)>", dom)
-    assert body, dom[:500]
-    return {k: v.replace("&quot;", '"') for k, v in re.findall(r'data-([a-z-]+)="([^"]*)"', body.group(1))}
+browser = t.browser
+body_data = t.body_data
 
 
 @pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (make deps installs it)")

@@ -5,6 +5,8 @@ Standard library only: the GPU machine has no extra packages."""
 import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 
 
@@ -136,3 +138,27 @@ def format_bytes(n):
         value /= 1024.0
         unit += 1
     return f"{value:.2f} {units[unit]}"
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+# The browser is not under test: it runs without what conftest puts into this process's
+# environment for the programs that are (a sanitizer runtime in LD_PRELOAD, the fake CUDA).
+BROWSER_ENV = {k: v for k, v in os.environ.items()
+               if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") and not k.endswith("SAN_OPTIONS")}
+
+
+def browser(*args, profile):
+    """Headless Chromium with args (--dump-dom URL, --screenshot=PATH URL)."""
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--hide-scrollbars",
+                           "--window-size=1400,2400"] + list(args), capture_output=True, text=True, timeout=120,
+                          env=BROWSER_ENV)
+
+
+def body_data(dom):
+    """The data-* attributes of the page's body: what the page's script says it drew."""
+    body = re.search(r"<body([^>]*)>", dom)
+    assert body, dom[:500]
+    return {k: v.replace("&quot;", '"') for k, v in re.findall(r'data-([a-z-]+)="([^"]*)"', body.group(1))}

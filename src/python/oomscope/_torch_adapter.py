@@ -167,7 +167,11 @@ def allocator_state(device):
         kind = "expandable" if seg.get("is_expandable") else seg.get("segment_type")
         kind = kind if kind in ("expandable", "large", "small") else "large"
         base = seg["address"]
-        lines.append(f"segment {seg['device']} {base} {seg['total_size']} {seg.get('stream', 0)} {kind}")
+        line = f"segment {seg['device']} {base} {seg['total_size']} {seg.get('stream', 0)} {kind}"
+        pool = seg.get("segment_pool_id")  # (0, 0) the default pool, (0, n) a MemPool, (n, 0) a graph's
+        if isinstance(pool, (tuple, list)) and len(pool) == 2:
+            line += f" pool {int(pool[0])} {int(pool[1])}"
+        lines.append(line)
         for block in seg.get("blocks", []):
             line = f"block {block['address'] - base} {block['size']} {block['state']}"
             frames = block.get("frames") if block["state"].startswith("active") else None

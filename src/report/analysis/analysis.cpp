@@ -185,6 +185,30 @@ std::string describeFrame(const Report& r, const Frame& f)
     return truncateMiddle(f.symbol, 110) + "  (" + where + ")";
 }
 
+std::vector<PoolBytes> bytesByPool(const Report& r, int64_t device)
+{
+    std::map<std::vector<int64_t>, PoolBytes> pools;
+    bool named = false;
+    for (const Segment& s : r.segments) {
+        if (s.device != device)
+            continue;
+        named = named || !s.poolId.empty();
+        PoolBytes& p = pools[s.poolId];
+        p.poolId = s.poolId;
+        p.reserved += s.size;
+        ++p.segments;
+        for (const Block& b : s.blocks)
+            if (b.state == BlockState::ActiveAllocated)
+                p.allocated += b.size;
+    }
+    std::vector<PoolBytes> out;
+    if (!named)
+        return out;
+    for (auto& [id, p] : pools)  // the empty id (the default pool) sorts first
+        out.push_back(p);
+    return out;
+}
+
 std::string nativeLine(const Frame& f)
 {
     if (f.kind != Frame::Kind::Native || f.file.empty() || f.line == 0)

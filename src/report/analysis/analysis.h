@@ -33,6 +33,17 @@ const Frame* programFrame(const Stack& stack, bool* borrowed = nullptr);
 
 // One frame as text: "file.py:12  forward" or "symbol  (module+0x1a2b)".
 std::string describeFrame(const Report& report, const Frame& frame);
+// PyTorch's memory by pool on one device, from the segments (revision 8: a segment's pool):
+// reserved (segment sizes) and allocated (active blocks) per pool, the default pool first.
+// Empty when no segment names a pool other than the default.
+struct PoolBytes {
+    std::vector<int64_t> poolId;  // empty: the default pool
+    uint64_t reserved = 0;
+    uint64_t allocated = 0;
+    uint64_t segments = 0;
+};
+std::vector<PoolBytes> bytesByPool(const Report& report, int64_t device);
+
 // A native frame's source line as "file.cu:42" (the file's base name), "" when unknown.
 std::string nativeLine(const Frame& frame);
 

@@ -120,6 +120,12 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
         }
         if (!kinds.empty())
             out << "  device " << m.device << " also:" << kinds << "\n";
+        std::string pools;
+        for (const PoolBytes& p : bytesByPool(r, m.device))
+            pools += "  " + poolName(p.poolId) + " " + formatBytes(p.reserved) + " (" + formatBytes(p.allocated) +
+                     " allocated)";
+        if (!pools.empty())
+            out << "  device " << m.device << " by pool:" << pools << "\n";
         // Paused ranges, by the stack that reserved them.
         std::map<std::optional<uint32_t>, std::pair<uint64_t, size_t>> paused;
         for (const PausedRange& p : r.paused) {

@@ -51,7 +51,7 @@ private:
     void torchSegments();
     void outsideSegments();
     void segmentHead(int64_t device, uint64_t address, uint64_t size, uint64_t allocated, uint64_t active,
-                     uint64_t stream, SegmentKind kind);
+                     uint64_t stream, SegmentKind kind, const std::vector<int64_t>& poolId = {});
     void traces();
     void traceEntry(const char* action, const TimelineRow& row, bool labelled);
     std::vector<LiveRow> liveOutside() const;
@@ -114,7 +114,7 @@ void SnapshotWriter::framesOfBlock(const std::optional<uint32_t>& stack)
 }
 
 void SnapshotWriter::segmentHead(int64_t device, uint64_t address, uint64_t size, uint64_t allocated, uint64_t active,
-                                 uint64_t stream, SegmentKind kind)
+                                 uint64_t stream, SegmentKind kind, const std::vector<int64_t>& poolId)
 {
     key("device");
     m_p.integer(device);
@@ -133,9 +133,9 @@ void SnapshotWriter::segmentHead(int64_t device, uint64_t address, uint64_t size
     // An expandable segment is one of PyTorch's large pool, grown in place.
     key("segment_type");
     m_p.str(kind == SegmentKind::Small ? "small" : "large");
-    key("segment_pool_id");
-    m_p.integer(int64_t(0));
-    m_p.integer(int64_t(0));
+    key("segment_pool_id");  // as PyTorch writes it: (0, 0) the default pool
+    m_p.integer(poolId.size() == 2 ? poolId[0] : int64_t(0));
+    m_p.integer(poolId.size() == 2 ? poolId[1] : int64_t(0));
     m_p.tuple2();
     key("is_expandable");
     m_p.boolean(kind == SegmentKind::Expandable);
@@ -155,7 +155,7 @@ void SnapshotWriter::torchSegments()
             active += b.state != BlockState::Inactive ? b.size : 0;
         }
         m_p.beginDict();
-        segmentHead(s.device, s.address, s.size, allocated, active, s.stream, s.kind);
+        segmentHead(s.device, s.address, s.size, allocated, active, s.stream, s.kind, s.poolId);
         key("blocks");
         m_p.beginList();
         for (const Block& b : s.blocks) {

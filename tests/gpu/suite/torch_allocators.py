@@ -2,6 +2,7 @@
 cudaMallocAsync, cuBLAS beside it; and an OOM whose tracked bytes equal memory_reserved()."""
 
 import os
+import subprocess
 import sys
 
 from .common import check, compact, delta_line, false_alarms, GiB, HERE, MiB, site_sources, t, workload
@@ -66,8 +67,13 @@ def scenario_torch_expandable(ctx):
     check(run.count("oom") == 1, f"OOM reports: {run.count('oom')}")
     oom = run.only("oom")
     failed = [r[9] for r in oom["timeline"]["rows"] if r[1] == "alloc_failed"]
+    # PyTorch unmaps free pages of its segments for good (at the OOM's cache flush) while their
+    # address space stays reserved: not paused memory.
+    unmaps = sum(1 for r in oom["timeline"]["rows"] if r[1] == "segment_unmap")
+    for r in (rep, oom):
+        check("paused" not in r, f"PyTorch's released pages listed as paused: {r.get('paused', [])[:2]}")
     return (f"{line}; == memory_reserved(); {len(rep['segments'])} vmm segments; OOM via {oom['trigger']['api']} "
-            f"error {oom['trigger']['error']}; failures seen {sorted(set(failed))}")
+            f"error {oom['trigger']['error']}; failures seen {sorted(set(failed))}; {unmaps} pages unmapped, none paused")
 
 
 def scenario_torch_async(ctx):
@@ -104,10 +110,56 @@ def scenario_cublas(ctx):
     return f"{line}; by_source {compact(row['by_source'])} matches the stacks; reserved {facts['reserved'] / MiB:.0f} MiB; exit report: no growth/cache_churn"
 
 
+
+
+def scenario_torch_pools(ctx):
+    """A MemPool and a CUDA graph's private pool beside the default pool, then an OOM: the
+    report's bytes per pool equal the pools' own snapshots; the torch-snapshot export keeps
+    each segment's pool and loads in PyTorch's memory_viz."""
+    out = ctx.dir("torch_pools")
+    facts_path = os.path.join(out, "facts.json")
+    run = t.run_oomscope(ctx.oomscope, [sys.executable, os.path.join(HERE, "scenarios", "torch_pools.py"), facts_path], out)
+    check(run.returncode == 0, f"exit {run.returncode}: {run.stderr[-600:]}")
+    facts = t.load(facts_path)
+    check(facts.get("caught"), "no OutOfMemoryError")
+    rep = run.only("oom")
+    by_pool = {}
+    for s in rep["segments"]:
+        key = tuple(s.get("pool_id", (0, 0)))
+        by_pool[key] = by_pool.get(key, 0) + s["size"]
+    mempool, graph = tuple(facts["mempool"]), tuple(facts["graph_pool"])
+    check(mempool[0] == 0 and mempool[1] > 0, f"MemPool id {mempool}")
+    check(graph[0] > 0 and graph[1] == 0, f"graph pool id {graph}")
+    check(by_pool.get(mempool) == facts["mempool_reserved"], f"MemPool {by_pool.get(mempool)} vs pool.snapshot() {facts['mempool_reserved']}")
+    check(by_pool.get(graph) == facts["graph_reserved"], f"graph pool {by_pool.get(graph)} vs snapshot {facts['graph_reserved']}")
+    check(by_pool.get((0, 0), 0) == facts["default_reserved"], f"default {by_pool.get((0, 0))} vs {facts['default_reserved']}")
+    text = subprocess.run([ctx.oomscope, "report", run.reports["oom"][0], "--color", "never"], capture_output=True,
+                          text=True).stdout
+    line = [l for l in text.splitlines() if " by pool:" in l]
+    check(line and "MemPool (0, %d)" % mempool[1] in line[0] and "CUDA graph pool (%d, 0)" % graph[0] in line[0],
+          f"report's pool line: {line}")
+    snap_path = os.path.join(out, "snap.pickle")
+    subprocess.run([ctx.oomscope, "export", run.reports["oom"][0], "-f", "torch-snapshot", "--torch-only", "-o", snap_path],
+                   check=True, capture_output=True)
+    viz = subprocess.run([sys.executable, "-c", (
+        "import pickle, sys, torch.cuda._memory_viz as v\n"
+        "s = pickle.load(open(sys.argv[1], 'rb'))\n"
+        "pools = {}\n"
+        "for g in s['segments']: pools[g['segment_pool_id']] = pools.get(g['segment_pool_id'], 0) + g['total_size']\n"
+        "html = v.segment_plot(s)\n"
+        "print(len(html), sorted(pools.items()))"), snap_path], capture_output=True, text=True, timeout=300)
+    check(viz.returncode == 0, f"memory_viz: {viz.stderr[-500:]}")
+    check(str(mempool) in viz.stdout and str(graph) in viz.stdout, f"pools in the pickle: {viz.stdout.strip()[:300]}")
+    return (f"MemPool {mempool} {by_pool[mempool] / MiB:.0f} MiB == pool.snapshot(); graph pool {graph} "
+            f"{by_pool[graph] / MiB:.0f} MiB == its snapshot; default {by_pool.get((0, 0), 0) / MiB:.0f} MiB; report line "
+            f"names both; the export's segment_pool_ids read by memory_viz (segment_plot {viz.stdout.split()[0]} bytes)")
+
+
 SCENARIOS = [
     ("torch_oom", scenario_torch_oom),
     ("torch_default", scenario_torch_default),
     ("torch_expandable", scenario_torch_expandable),
     ("torch_async", scenario_torch_async),
     ("torch_cublas", scenario_cublas),
+    ("torch_pools", scenario_torch_pools),
 ]

@@ -124,6 +124,23 @@ def main():
     elif mode.startswith("roles-"):
         _, kind, loop = mode.split("-")
         roles(kind, loop == "closure")
+    elif mode == "pools":
+        # Part of the memory in a MemPool and in a CUDA graph's pool, then an OOM in the default pool.
+        weights = allocate_weights(300)
+        pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(pool):
+            pooled = [forward(64) for _ in range(3)]
+        graph_pool = torch.cuda.graph_pool_handle()
+        with torch.cuda.use_mem_pool(graph_pool):
+            captured = [forward(32) for _ in range(2)]
+        facts["mempool"] = {"id": list(pool.id), "reserved": sum(s["total_size"] for s in pool.snapshot())}
+        facts["graph_pool"] = {"id": list(graph_pool), "reserved": sum(
+            s["total_size"] for s in torch.cuda.memory._snapshot()["segments"] if s["segment_pool_id"] == graph_pool)}
+        try:
+            grow_activations(700)
+        except torch.OutOfMemoryError:
+            facts["caught"] = True
+        del weights, pooled, captured
     elif mode == "steps":
         kept = []
         optimizer = torch.optim.Optimizer()

@@ -16,6 +16,7 @@
     parameters: '#3b7dd8', gradients: '#76b041', 'optimizer state': '#8e5bb5', activations: '#e4572e', cache: '#c9ced8',
   };
   const BLOCK_COLORS = ['#3b7dd8', '#f0a33a', '#e9edf3'];  // active_allocated, active_awaiting_free, inactive
+  const POOL_COLORS = ['#5e6878', '#8e44ad', '#16a085', '#d35400', '#2c3e50', '#c0392b'];  // PyTorch's pools, the default first
   const MARKER_COLORS = { step: '#9aa3b2', label: '#3b7dd8', failure: '#f08c00', oom: '#c62828' };
 
   // ---- small helpers
@@ -486,6 +487,21 @@
       if (dev.request !== null) legend.append(el('span', {}, el('i', { style: 'background:#c62828' }), `failed request ${bytes(dev.request)}`));
       if (dev.largestFree !== null) legend.append(el('span', {}, el('i', { style: 'background:#2f9e44' }), `largest free block ${bytes(dev.largestFree)}`));
       wrap.append(legend);
+      // PyTorch's pools (the default pool, MemPools, CUDA graphs' private pools): a strip of the
+      // pool's colour before each bar, and the pools' reserved bytes, where there are several.
+      const pools = new Map();
+      for (const s of list) pools.set(s[4], (pools.get(s[4]) || 0) + s[1]);
+      dev.poolColors = new Map();
+      if (pools.size > 1) {
+        const poolLegend = el('div', { class: 'legend pools' });
+        [...pools.keys()].sort((a, b) => (a === 'default pool' ? -1 : b === 'default pool' ? 1 : a < b ? -1 : 1)).forEach((name, i) => {
+          const c = POOL_COLORS[i % POOL_COLORS.length];
+          dev.poolColors.set(name, c);
+          poolLegend.append(el('span', {}, el('i', { style: `background:${c}` }), `${name} ${bytes(pools.get(name))}`));
+        });
+        wrap.append(poolLegend);
+        document.body.dataset.segmentPools = String(pools.size);
+      }
       const canvasBox = el('div', { class: 'canvas-box' });
       const canvas = el('canvas', { 'aria-label': `segments of device ${dev.device}` });
       canvasBox.append(canvas);
@@ -516,16 +532,17 @@
     if (dev.request !== null) comparison('request', dev.request, '#c62828');
     if (dev.largestFree !== null) comparison('largest free', dev.largestFree, '#2f9e44');
     if (extra) y += 8;
-    for (const [address, size, kind, blocks] of list) {
+    for (const [address, size, kind, blocks, pool] of list) {
       const x0 = labelW;
+      if (dev.poolColors.size) { ctx.fillStyle = dev.poolColors.get(pool); ctx.fillRect(labelW - 8, y, 6, rowH); }
       ctx.fillStyle = '#e9edf3';
       ctx.fillRect(x0, y, w(size), rowH);
       for (const [offset, bsize, state] of blocks) {
         ctx.fillStyle = BLOCK_COLORS[state] || '#e9edf3';
         ctx.fillRect(x0 + w(size) * (offset / size), y, Math.max(0.5, w(size) * (bsize / size)), rowH);
       }
-      if (rowH >= 9) { ctx.fillStyle = '#5e6878'; ctx.textAlign = 'right'; ctx.fillText(bytes(size), labelW - 6, y + rowH / 2); }
-      rows.push({ y, address, size, kind, blocks });
+      if (rowH >= 9) { ctx.fillStyle = '#5e6878'; ctx.textAlign = 'right'; ctx.fillText(bytes(size), labelW - (dev.poolColors.size ? 12 : 6), y + rowH / 2); }
+      rows.push({ y, address, size, kind, blocks, pool });
       y += rowH + 2;
     }
     canvas.addEventListener('mousemove', (e) => {
@@ -535,7 +552,7 @@
       if (!s) { hideTooltip(); return; }
       const free = s.blocks.filter((b) => b[2] === 2).reduce((a, b) => a + b[1], 0);
       const largest = s.blocks.filter((b) => b[2] === 2).reduce((a, b) => Math.max(a, b[1]), 0);
-      showTooltip(e.clientX, e.clientY, [el('div', { class: 'mono' }, `0x${s.address.toString(16)} (${s.kind})`), row('size', bytes(s.size)),
+      showTooltip(e.clientX, e.clientY, [el('div', { class: 'mono' }, `0x${s.address.toString(16)} (${s.kind})`), row('pool', s.pool), row('size', bytes(s.size)),
         row('blocks', String(s.blocks.length)), row('free in it', bytes(free)), row('largest free block', bytes(largest))]);
     });
     canvas.addEventListener('mouseleave', hideTooltip);

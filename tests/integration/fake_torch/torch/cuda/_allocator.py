@@ -1,8 +1,11 @@
 """A caching allocator in the manner of PyTorch's: segments from cudaMalloc (2 MiB units),
 split into blocks; a freed block stays cached; when cudaMalloc fails the cache is flushed and
 the call retried; when that fails too the OOM observers run and OutOfMemoryError is raised."""
+import contextlib
 import ctypes
+import itertools
 import os
+import threading
 import traceback
 
 MiB = 1 << 20
@@ -24,9 +27,31 @@ class Block:
 
 
 class Segment:
-    def __init__(self, address, size):
-        self.address, self.size = address, size
+    def __init__(self, address, size, pool=(0, 0)):
+        self.address, self.size, self.pool = address, size, pool
         self.blocks = [Block(self, 0, size, False)]
+
+
+# Pools as PyTorch numbers them: (0, 0) the default, (0, n) a user's MemPool, (n, 0) a CUDA
+# graph's private pool (graph_pool_handle()).
+_mempool_ids = itertools.count(1)
+_graph_pool_ids = itertools.count(1)
+_active = threading.local()
+
+
+def current_pool():
+    return getattr(_active, "pool", (0, 0))
+
+
+@contextlib.contextmanager
+def use_pool(pool_id):
+    """Allocations of this thread go to pool_id (and only its segments serve them)."""
+    before = current_pool()
+    _active.pool = pool_id
+    try:
+        yield
+    finally:
+        _active.pool = before
 
 
 class _Device:
@@ -104,7 +129,8 @@ class CachingAllocator:
     # -- the allocator
     def malloc(self, nbytes):
         size = _round(max(nbytes, 1), 512)
-        block = self._find_free(size)
+        pool = current_pool()
+        block = self._find_free(size, pool)
         if block is None:
             seg_size = _round(size, SEGMENT_UNIT)
             if self.fraction is not None:
@@ -117,7 +143,7 @@ class CachingAllocator:
                 address = self._cuda_malloc(seg_size)
                 if address is None:
                     self._out_of_memory(size)
-            segment = Segment(address, seg_size)
+            segment = Segment(address, seg_size, pool)
             self.segments.append(segment)
             if self.history:
                 self._trace("segment_alloc", address, seg_size)
@@ -127,9 +153,9 @@ class CachingAllocator:
         self.peak_allocated = max(self.peak_allocated, self.allocated)
         return Tensor(block, nbytes)
 
-    def _find_free(self, size):
+    def _find_free(self, size, pool=(0, 0)):
         best = None
-        for segment in self.segments:
+        for segment in (s for s in self.segments if s.pool == pool):
             for block in segment.blocks:
                 if not block.active and block.size >= size and (best is None or block.size < best.size):
                     best = block
@@ -189,16 +215,19 @@ class CachingAllocator:
                 "active_bytes.all.current": allocated, "inactive_split_bytes.all.current": split,
                 "segment.all.current": len(self.segments)}
 
-    def snapshot(self):
+    def snapshot(self, pool=None):
         # Only the flag of PyTorch's expandable segments (the fake never grows a segment).
         expandable = "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
         segments = []
         for s in self.segments:
+            if pool is not None and s.pool != pool:
+                continue
             blocks = [{"address": s.address + b.offset, "size": b.size,
                        "state": "active_allocated" if b.active else "inactive", "frames": b.frames or []}
                       for b in s.blocks]
             segments.append({"device": 0, "address": s.address, "total_size": s.size, "stream": 0,
-                             "segment_type": "large", "is_expandable": expandable, "blocks": blocks})
+                             "segment_type": "large", "segment_pool_id": s.pool, "is_expandable": expandable,
+                             "blocks": blocks})
         return {"segments": segments, "device_traces": [list(self.traces)]}
 
 
