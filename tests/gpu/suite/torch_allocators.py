@@ -1,11 +1,12 @@
 """PyTorch's allocators, each door: the caching allocator, expandable segments (CUDA VMM),
 cudaMallocAsync, cuBLAS beside it; and an OOM whose tracked bytes equal memory_reserved()."""
 
+import glob
 import os
 import subprocess
 import sys
 
-from .common import check, compact, delta_line, false_alarms, GiB, HERE, MiB, site_sources, t, workload
+from .common import check, compact, delta_line, false_alarms, GiB, HERE, MiB, site_sources, t, TOLERANCE, workload
 
 
 def scenario_torch_oom(ctx):
@@ -155,6 +156,38 @@ def scenario_torch_pools(ctx):
             f"names both; the export's segment_pool_ids read by memory_viz (segment_plot {viz.stdout.split()[0]} bytes)")
 
 
+
+def scenario_nccl_world1(ctx):
+    """An NCCL process group of world size 1: the communicator's device memory, by source nccl,
+    equals what NCCL's own log says it allocated (NCCL_DEBUG_SUBSYS=ALLOC: each "Cuda Alloc" takes
+    whole 2 MiB granules of CUDA VMM), and the driver's used-memory growth around its init and
+    first all-reduce is that plus the residue of the kernels NCCL loads at init."""
+    import re
+    out = ctx.dir("nccl_world1")
+    facts_path = os.path.join(out, "facts.json")
+    log = os.path.join(out, "nccl.%p.log")
+    run = t.run_oomscope(ctx.oomscope, [sys.executable, os.path.join(HERE, "scenarios", "nccl_world1.py"), facts_path],
+                         out, env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "ALLOC,INIT", "NCCL_DEBUG_FILE": log})
+    check(run.returncode == 0, f"exit {run.returncode}: {run.stderr[-800:]}")
+    facts = t.load(facts_path)
+    check(facts["sum"] == 1.0, f"all_reduce of world size 1 gave {facts['sum']}")
+    text = "".join(open(p).read() for p in glob.glob(os.path.join(out, "nccl.*.log")))
+    sizes = [int(x) for x in re.findall(r"Cuda Alloc Size (\d+)", text)]
+    granule = 2 * MiB
+    nccl_own = sum((x + granule - 1) // granule * granule for x in sizes)
+    rep = t.load(facts["report"])
+    row = t.memory_row(rep, 0)
+    nccl = row["by_source"].get("nccl", 0)
+    check(sizes and nccl == nccl_own, f"nccl {nccl / MiB:.1f} MiB by source vs NCCL's log {nccl_own / MiB:.1f} MiB "
+                                      f"({len(sizes)} allocations)")
+    growth = facts["driver_growth"] - facts["torch_growth"]
+    check(growth >= nccl, f"the driver's growth {growth / MiB:.1f} MiB is below nccl's {nccl / MiB:.1f} MiB")
+    kernels = re.search(r"kernels ([0-9.]+)", text)
+    return (f"nccl {nccl / MiB:.1f} MiB by source == NCCL's own log ({len(sizes)} allocations in 2 MiB granules); the "
+            f"driver's growth around init + first all_reduce {growth / MiB:.1f} MiB: the residue "
+            f"{(growth - nccl) / MiB:.1f} MiB is the kernels NCCL loads at init ({kernels.group(1) if kernels else '?'} s)")
+
+
 SCENARIOS = [
     ("torch_oom", scenario_torch_oom),
     ("torch_default", scenario_torch_default),
@@ -162,4 +195,5 @@ SCENARIOS = [
     ("torch_async", scenario_torch_async),
     ("torch_cublas", scenario_cublas),
     ("torch_pools", scenario_torch_pools),
+    ("nccl_world1", scenario_nccl_world1),
 ]
