@@ -39,7 +39,7 @@ inline constexpr int kRound5 = 5;  // what keeps tensors alive (steps[].retainer
 inline constexpr int kRound6 = 6;  // the process's own device memory (devices[].process_bytes)
 inline constexpr int kRound7 = 7;  // counts of OOM episodes and failed allocations (capture)
 inline constexpr int kRound8 = 8;  // native frames' source file and line; paused VMM ranges;
-                                   // a segment's PyTorch pool
+                                   // a segment's PyTorch pool; the process's allocator settings
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -152,6 +152,7 @@ OOMSCOPE_DESCRIBE(Process)
     v("group_rank", AbsentWhenEmpty{x.groupRank}, kRound3);
     v("run_id", AbsentWhenEmpty{x.runId}, kRound3);
     v("slurm_job_id", AbsentWhenEmpty{x.slurmJobId}, kRound3);
+    v("allocator_config", AbsentWhenEmpty{x.allocatorConfig}, kRound8);
 }
 
 OOMSCOPE_DESCRIBE(Device)

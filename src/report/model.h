@@ -58,6 +58,8 @@ struct Process {
     std::optional<int64_t> groupRank;       // GROUP_RANK (torchrun's node rank), SLURM_NODEID
     std::optional<std::string> runId;       // TORCHELASTIC_RUN_ID
     std::optional<std::string> slurmJobId;  // SLURM_JOB_ID
+    // PyTorch's allocator settings (revision 8): PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF.
+    std::optional<std::string> allocatorConfig;
 
     bool operator==(const Process&) const = default;
 };

@@ -116,6 +116,8 @@ report::Process currentProcess()
     p.groupRank = envInt({"GROUP_RANK", "SLURM_NODEID"});
     p.runId = envString({"TORCHELASTIC_RUN_ID"});
     p.slurmJobId = envString({"SLURM_JOB_ID"});
+    // Read when the report is written: a script that sets it before importing torch is seen.
+    p.allocatorConfig = envString({"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"});
     return p;
 }
 

@@ -389,3 +389,20 @@ def test_pools_a_mempool_and_a_graph_pool_by_their_ids(build, tmp_path):
         subprocess.run([build.oomscope, "html", r.reports["oom"][0], "-o", str(page)], check=True, capture_output=True)
         drawn = t.body_data(t.browser("--dump-dom", "file://" + str(page), profile=str(tmp_path / "profile")).stdout)
         assert drawn.get("segment-pools") == "3", drawn
+
+
+@pytest.mark.parametrize("conf, fires", [("expandable_segments:True,max_split_size_mb:128", True),
+                                         ("expandable_segments:True", False), ("max_split_size_mb:128", False)])
+def test_max_split_size_with_expandable_segments_is_named(build, tmp_path, conf, fires):
+    # pytorch#123548: reserved memory keeps growing while allocated stays small, with both set.
+    r, facts = run(build, tmp_path, "maxsplit", FAKECUDA_CAPACITY="8GiB", PYTORCH_CUDA_ALLOC_CONF=conf)
+    (path,) = r.reports["exit"]
+    assert t.load(path)["process"]["allocator_config"] == conf
+    analysed = json.loads(subprocess.run([build.oomscope, "report", path, "--format", "json"], capture_output=True,
+                                         text=True).stdout)
+    found = [d for d in analysed["diagnosis"] if d["code"] == "max_split_with_expandable"]
+    assert bool(found) == fires, analysed["diagnosis"]
+    if fires:
+        assert found[0]["severity"] == "warning"
+        assert "max_split_size_mb:128 together with expandable_segments:True" in found[0]["message"]
+        assert "drop max_split_size_mb" in found[0]["suggestion"]

@@ -32,6 +32,7 @@ report::Report sampleReport()
     r.process.groupRank = 0;
     r.process.runId = "job-1";
     r.process.slurmJobId = "31337";
+    r.process.allocatorConfig = "expandable_segments:True,max_split_size_mb:128";
     Device d;
     d.index = 0;
     d.name = "Simulated GPU";

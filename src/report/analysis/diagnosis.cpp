@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bitset>
+#include <cctype>
 #include <cmath>
 #include <map>
 
@@ -60,8 +61,60 @@ constexpr const char* kFragmentationRemedy =
     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets PyTorch grow segments instead of splitting them; "
     "or max_split_size_mb:<MiB> keeps large blocks from being split";
 
+// PyTorch's allocator settings from the report's process (PYTORCH_ALLOC_CONF): what the rules
+// need of them.
+struct AllocatorSettings {
+    bool expandable = false;
+    std::optional<uint64_t> maxSplitMiB;
+};
+
+AllocatorSettings allocatorSettings(const Report& r)
+{
+    AllocatorSettings a;
+    std::string conf;
+    for (char c : r.process.allocatorConfig.value_or(""))
+        if (c != ' ')
+            conf.push_back(char(std::tolower(static_cast<unsigned char>(c))));
+    size_t at = 0;
+    while (at <= conf.size()) {
+        const size_t comma = std::min(conf.find(',', at), conf.size());
+        const std::string item = conf.substr(at, comma - at);
+        if (item == "expandable_segments:true")
+            a.expandable = true;
+        else if (item.rfind("max_split_size_mb:", 0) == 0) {
+            const std::string n = item.substr(18);
+            if (!n.empty() && n.size() < 12 && n.find_first_not_of("0123456789") == std::string::npos)
+                a.maxSplitMiB = std::stoull(n);
+        }
+        at = comma + 1;
+    }
+    return a;
+}
+
+// max_split_size_mb together with expandable_segments:True (pytorch#123548): reserved memory
+// grows far beyond what is ever allocated at once. With step samples, late in the run; without,
+// at the trigger.
+constexpr const char* kMaxSplitWithExpandableRemedy =
+    "drop max_split_size_mb: expandable segments already avoid the fragmentation it works around (or drop "
+    "expandable_segments:True and keep max_split_size_mb)";
+
 void fragmentationRules(const Report& r, std::vector<Diagnosis>& out)
 {
+    const AllocatorSettings settings = allocatorSettings(r);
+    const std::string both = settings.maxSplitMiB ? "max_split_size_mb:" + std::to_string(*settings.maxSplitMiB) +
+                                                        " together with expandable_segments:True"
+                                                  : "";
+    if (settings.maxSplitMiB && settings.expandable && r.steps.empty()) {
+        for (const MemoryRow& row : r.memory) {
+            if (row.reservedBytes && row.allocatedBytes && double(*row.reservedBytes) >= 1.5 * double(*row.allocatedBytes) &&
+                *row.reservedBytes - *row.allocatedBytes >= kGiB)
+                out.push_back({"max_split_with_expandable", Severity::Info,
+                               dev(row.device) + ": PyTorch reserves " + formatBytes(*row.reservedBytes) + " for " +
+                                   formatBytes(*row.allocatedBytes) + " allocated, with " + both +
+                                   ", which lets reserved memory grow beyond what is allocated (pytorch#123548)",
+                               kMaxSplitWithExpandableRemedy});
+        }
+    }
     bool fired = false;
     for (const DeviceFragmentation& f : fragmentation(r)) {
         if (f.requestBlockedByFragmentation) {
@@ -115,6 +168,22 @@ void fragmentationRules(const Report& r, std::vector<Diagnosis>& out)
             expandable |= sample->expandableSegments.value_or(false);
         }
         const uint64_t reserved = *d.reservedBytes;
+        if (peak && (expandable || settings.expandable) && settings.maxSplitMiB && double(reserved) >= 1.5 * double(peak) &&
+            reserved - peak >= kGiB) {
+            uint64_t first = 0;
+            for (const Step& step : r.steps) {
+                for (const StepDevice& sd : step.devices)
+                    if (sd.device == device && sd.reservedBytes && !first)
+                        first = *sd.reservedBytes;
+            }
+            out.push_back({"max_split_with_expandable", Severity::Warning,
+                           dev(device) + ": late in the run PyTorch reserves " + formatBytes(reserved) + " (" +
+                               formatBytes(first) + " at the first step) while the most it ever allocated at once is " +
+                               formatBytes(peak) + ": with " + both +
+                               " its segments keep growing instead of reusing their free space (pytorch#123548)",
+                           kMaxSplitWithExpandableRemedy});
+            continue;
+        }
         if (peak && !expandable && double(reserved) >= 1.5 * double(peak) && reserved - peak >= kGiB) {
             out.push_back({"fragmentation", Severity::Warning,
                            dev(device) + ": late in the run PyTorch reserves " + formatBytes(reserved) +

@@ -141,6 +141,14 @@ def main():
         except torch.OutOfMemoryError:
             facts["caught"] = True
         del weights, pooled, captured
+    elif mode == "maxsplit":
+        # Each step a larger temporary than the last: the cache keeps the old segments and takes a
+        # new one, so reserved memory grows step after step while one tensor is allocated at a time.
+        optimizer = torch.optim.Optimizer()
+        for i in range(12):
+            tmp = forward(64 + 32 * i)
+            del tmp
+            optimizer.step()
     elif mode == "steps":
         kept = []
         optimizer = torch.optim.Optimizer()
