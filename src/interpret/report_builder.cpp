@@ -145,6 +145,10 @@ void Builder::addTrigger()
             t.message += ": " + (t.errorName.empty() ? "error " + std::to_string(*m_trigger.error) : t.errorName);
         else if (framework)
             t.message += ": its own limit, no CUDA call failed";
+        if (framework && !framework->oomPool.empty()) {
+            t.poolId = framework->oomPool;
+            t.message += " (in " + report::poolName(t.poolId) + ")";
+        }
     } else {
         t.message = m_trigger.reason;
         if (m_trigger.stack)

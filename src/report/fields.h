@@ -134,6 +134,7 @@ OOMSCOPE_DESCRIBE(Trigger)
     v("stack", x.stack, kFirst);
     v("framework", x.framework, kFirst);
     v("message", x.message, kFirst);
+    v("pool_id", AbsentWhenEmpty{x.poolId}, kRound8);
 }
 
 OOMSCOPE_DESCRIBE(Process)

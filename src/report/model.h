@@ -38,6 +38,9 @@ struct Trigger {
     std::optional<uint32_t> stack;
     std::optional<std::string> framework;  // null or "torch"
     std::string message;
+    // Revision 8: the framework's pool the failed request was made in (torch.cuda.use_mem_pool),
+    // as Segment::poolId; absent for the default pool.
+    std::vector<int64_t> poolId;
 
     bool operator==(const Trigger&) const = default;
 };

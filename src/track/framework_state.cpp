@@ -219,6 +219,13 @@ FrameworkState parseFrameworkState(const char* name, const char* text)
             ok = state.census = true;
         else if (kind == "retainer")
             ok = parseRetainer(line, state);
+        else if (kind == "oom_pool") {
+            std::string a, b;
+            int64_t first = 0, second = 0;
+            ok = words >> a >> b && parseI64(a, &first) && parseI64(b, &second);
+            if (ok && (first != 0 || second != 0))
+                state.oomPool = {first, second};
+        }
         if (!ok)
             ++state.ignoredLines;
     }

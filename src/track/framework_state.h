@@ -16,6 +16,8 @@
 //   tensors <device> <bytes>\t<file>\t<line>\t<function>[…]
 //                                          (live blocks grouped by the Python stack of their
 //                                          allocation, at a step: PyTorch's history)
+//   oom_pool <a> <b>                       (the out-of-memory request was made inside
+//                                          torch.cuda.use_mem_pool of this pool)
 //   census <device>                        (a census of what keeps tensors alive was taken)
 //   retainer <device> <bytes> <tensors>\t<kind>\t<container>\t<name>[\t<file>\t<line>\t<function>…]
 //                                          (one thing that keeps tensors alive at that census;
@@ -90,6 +92,7 @@ struct FrameworkState {
     // [segment][block]: the Python stack of each block, empty when not given.
     std::vector<std::vector<std::vector<PythonFrameText>>> blockFrames;
     std::vector<TensorGroup> tensorGroups;
+    std::vector<int64_t> oomPool;  // the pool the failed request was made in; empty: the default
     size_t ignoredLines = 0;
 
     const FrameworkDevice* device(int64_t index) const

@@ -406,3 +406,21 @@ def test_max_split_size_with_expandable_segments_is_named(build, tmp_path, conf,
         assert found[0]["severity"] == "warning"
         assert "max_split_size_mb:128 together with expandable_segments:True" in found[0]["message"]
         assert "drop max_split_size_mb" in found[0]["suggestion"]
+
+
+def test_an_oom_inside_use_mem_pool_says_the_pool_was_full(build, tmp_path):
+    r, facts = run(build, tmp_path, "pool_full", FAKE_TORCH_POOL_LIMIT=str(250 * MiB))
+    assert facts["caught"]
+    rep = r.only("oom")
+    pool = facts["pool"]
+    assert rep["trigger"]["pool_id"] == pool
+    assert rep["trigger"]["message"].endswith("(in MemPool (0, %d))" % pool[1]), rep["trigger"]["message"]
+    analysed = json.loads(subprocess.run([build.oomscope, "report", r.reports["oom"][0], "--format", "json"],
+                                         capture_output=True, text=True).stdout)
+    (found,) = [d for d in analysed["diagnosis"] if d["code"] == "pool_full"]
+    assert found["severity"] == "error"
+    assert "use_mem_pool(MemPool (0, %d)), which holds 200.00 MiB" % pool[1] in found["message"], found
+    assert "the pool was full, not the device" in found["message"]
+    # The same program's OOM outside any pool says nothing of pools.
+    r2, _ = run(build, tmp_path / "plain", "oom")
+    assert "pool_id" not in r2.only("oom")["trigger"]

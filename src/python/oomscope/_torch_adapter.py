@@ -89,6 +89,47 @@ def _on_torch_imported(torch):
     except Exception as e:
         _notice("import", f"the PyTorch adapter could not attach ({type(e).__name__}: {e})")
     try:
+        _watch_mem_pools(torch)
+    except Exception as e:
+        _notice("pools", f"OOMs inside use_mem_pool are not told apart ({type(e).__name__}: {e})")
+
+
+_pools = threading.local()  # the MemPool ids this thread allocates into (use_mem_pool), innermost last
+
+
+def _active_pool():
+    ids = getattr(_pools, "ids", None)
+    return ids[-1] if ids else None
+
+
+def _watch_mem_pools(torch):
+    """torch.cuda.use_mem_pool, wrapped so that an OOM report can say which pool the failed
+    request was made in (PyTorch has no getter for a thread's pool). The same context manager:
+    the original runs inside, exceptions pass through."""
+    import contextlib
+    memory = torch.cuda.memory
+    original = getattr(memory, "use_mem_pool", None)
+    if original is None or getattr(original, "_oomscope", False):
+        return
+
+    @contextlib.contextmanager
+    def use_mem_pool(pool, *args, **kwargs):
+        ids = _pools.__dict__.setdefault("ids", [])
+        pool_id = getattr(pool, "id", pool)
+        ids.append(tuple(pool_id) if isinstance(pool_id, (tuple, list)) else None)
+        try:
+            with original(pool, *args, **kwargs):
+                yield
+        finally:
+            ids.pop()
+
+    use_mem_pool._oomscope = True
+    use_mem_pool.__wrapped__ = original
+    use_mem_pool.__doc__ = original.__doc__
+    memory.use_mem_pool = use_mem_pool
+    if getattr(torch.cuda, "use_mem_pool", None) is original:
+        torch.cuda.use_mem_pool = use_mem_pool
+    try:
         # torch.optim's submodules are imported lazily by recent PyTorch (2.11): ask for it.
         import importlib
         optimizer = importlib.import_module("torch.optim.optimizer")
@@ -187,7 +228,11 @@ def _on_oom(device, alloc, device_allocated, device_free):
         if lib is not None:
             # Past OOMSCOPE_MAX_OOM_REPORTS (a program that catches OOMs on purpose) the episode is
             # only counted: PyTorch's snapshot, the costly part, is not taken.
-            state = allocator_state(int(device)).encode() if lib.oomscope_oom_report_wanted() else None
+            state = allocator_state(int(device)) if lib.oomscope_oom_report_wanted() else None
+            pool = _active_pool()
+            if state is not None and pool and len(pool) == 2:
+                state += f"\noom_pool {int(pool[0])} {int(pool[1])}"
+            state = state.encode() if state is not None else None
             path = lib.oomscope_framework_oom(b"torch", int(device), int(alloc), state)
             if path:
                 _name_report_in_the_exception(os.fsdecode(path))

@@ -343,6 +343,37 @@ void outsideRule(const Report& r, std::vector<Diagnosis>& out)
     }
 }
 
+// An out-of-memory error raised inside torch.cuda.use_mem_pool (trigger.pool_id): the pool's
+// allocator could not give the request; when the device had room, the pool was full, not the
+// device (pytorch#159674: a MemPool over a bounded allocator, NCCL's symmetric memory).
+void poolRule(const Report& r, std::vector<Diagnosis>& out)
+{
+    if (r.trigger.kind != TriggerKind::Oom || r.trigger.poolId.empty() || !r.trigger.device)
+        return;
+    const int64_t device = *r.trigger.device;
+    uint64_t held = 0;
+    for (const Segment& s : r.segments)
+        if (s.device == device && s.poolId == r.trigger.poolId)
+            held += s.size;
+    const Device* d = r.findDevice(device);
+    const std::optional<uint64_t> free = d ? d->freeBytes : std::nullopt;
+    const uint64_t request = r.trigger.requestedBytes.value_or(0);
+    const bool roomOnDevice = free && request && *free >= request;
+    std::string message = "the failed request" + (request ? " of " + formatBytes(request) : std::string()) +
+                          " was made inside torch.cuda.use_mem_pool(" + poolName(r.trigger.poolId) + "), which holds " +
+                          formatBytes(held) + " on " + dev(device);
+    if (roomOnDevice)
+        message += ": the pool could not grow while the device had " + formatBytes(*free) +
+                   " free — the pool was full, not the device";
+    else if (free)
+        message += "; the device was full too (" + formatBytes(*free) + " free)";
+    out.push_back({"pool_full", Severity::Error, message,
+                   roomOnDevice ? "raise the limit of the pool's allocator, or allocate this tensor outside the "
+                                  "use_mem_pool block"
+                                : "free memory inside the pool and outside it: what is allocated in a MemPool stays in "
+                                  "it until the pool's tensors are gone"});
+}
+
 // Paused memory (paused[]): not in use and not a leak, but mapping it again needs it back.
 void pausedRule(const Report& r, std::vector<Diagnosis>& out)
 {
@@ -529,6 +560,7 @@ std::vector<Diagnosis> diagnose(const Report& r, const std::vector<LeakFinding>&
     requestRule(r, out);
     compositionRules(r, out);
     outsideRule(r, out);
+    poolRule(r, out);
     pausedRule(r, out);
     growthRule(r, leaks, source, out);
     churnRule(r, out);

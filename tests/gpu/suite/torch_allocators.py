@@ -2,6 +2,7 @@
 cudaMallocAsync, cuBLAS beside it; and an OOM whose tracked bytes equal memory_reserved()."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -188,6 +189,28 @@ def scenario_nccl_world1(ctx):
             f"{(growth - nccl) / MiB:.1f} MiB is the kernels NCCL loads at init ({kernels.group(1) if kernels else '?'} s)")
 
 
+
+def scenario_torch_pool_full(ctx):
+    """An OOM inside torch.cuda.use_mem_pool of a MemPool over a bounded pluggable allocator,
+    while the device has room: the report names the pool and says it was full, not the device."""
+    out = ctx.dir("torch_pool_full")
+    facts_path = os.path.join(out, "facts.json")
+    so = os.path.join(ctx.examples, "libcapped_allocator.so")
+    run = t.run_oomscope(ctx.oomscope, [sys.executable, os.path.join(HERE, "scenarios", "torch_pool_full.py"), so,
+                                        facts_path], out, env={"CAPPED_BYTES": str(512 * MiB)})
+    check(run.returncode == 0, f"exit {run.returncode}: {run.stderr[-800:]}")
+    facts = t.load(facts_path)
+    check(facts.get("caught") and facts["kept"] == 2, f"facts {facts}")
+    rep = run.only("oom")
+    check(rep["trigger"].get("pool_id") == facts["pool"], f"trigger {rep['trigger']}")
+    analysed = json.loads(subprocess.run([ctx.oomscope, "report", run.reports["oom"][0], "--format", "json"],
+                                         capture_output=True, text=True).stdout)
+    found = [d for d in analysed["diagnosis"] if d["code"] == "pool_full"]
+    check(found and "the pool was full, not the device" in found[0]["message"], f"diagnosis {analysed['diagnosis']}")
+    return (f"OOM in MemPool {tuple(facts['pool'])} (PyTorch: {facts['message'][:60]}...); trigger.pool_id set; "
+            f"pool_full: {found[0]['message'][:140]}")
+
+
 SCENARIOS = [
     ("torch_oom", scenario_torch_oom),
     ("torch_default", scenario_torch_default),
@@ -196,4 +219,5 @@ SCENARIOS = [
     ("torch_cublas", scenario_cublas),
     ("torch_pools", scenario_torch_pools),
     ("nccl_world1", scenario_nccl_world1),
+    ("torch_pool_full", scenario_torch_pool_full),
 ]

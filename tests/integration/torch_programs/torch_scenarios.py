@@ -141,6 +141,23 @@ def main():
         except torch.OutOfMemoryError:
             facts["caught"] = True
         del weights, pooled, captured
+    elif mode == "pool_full":
+        # A MemPool over a bounded allocator (FAKE_TORCH_POOL_LIMIT): the third tensor does not fit
+        # the pool while the device has room (pytorch#159674).
+        allocator = torch.cuda.memory.CUDAPluggableAllocator("libcapped.so", "capped_malloc", "capped_free")
+        pool = torch.cuda.MemPool(allocator.allocator())
+        kept = []
+        try:
+            with torch.cuda.use_mem_pool(pool):
+                for _ in range(3):
+                    kept.append(forward(100))
+        except torch.OutOfMemoryError:
+            facts["caught"] = True
+        facts["pool"] = list(pool.id)
+        facts["pool_reserved"] = sum(s["total_size"] for s in pool.snapshot())
+        facts["free"] = torch.cuda.mem_get_info()[0]
+        outside = forward(100)  # outside the pool the device still has room
+        del kept, outside
     elif mode == "maxsplit":
         # Each step a larger temporary than the last: the cache keeps the old segments and takes a
         # new one, so reserved memory grows step after step while one tensor is allocated at a time.

@@ -37,19 +37,7 @@ def get_allocator_backend():
     return os.environ.get("FAKE_TORCH_BACKEND", "native")
 
 
-class MemPool:
-    """torch.cuda.MemPool: a pool of the caching allocator, (0, n) as PyTorch numbers a user's."""
-
-    def __init__(self, allocator=None):
-        self.id = (0, next(_allocator._mempool_ids))
-
-    def snapshot(self):
-        return _allocator.ALLOCATOR.snapshot(pool=self.id)["segments"]
-
-
-def use_mem_pool(pool, device=None):
-    """torch.cuda.use_mem_pool; the fake also takes a pool id (a graph's, from graph_pool_handle())."""
-    return _allocator.use_pool(pool if isinstance(pool, tuple) else pool.id)
+from torch.cuda.memory import MemPool, use_mem_pool  # noqa: E402,F401  (re-exported, as PyTorch does)
 
 
 def graph_pool_handle():

@@ -106,6 +106,7 @@ class CachingAllocator:
         self._rt = None
         self.allocated = 0
         self.peak_allocated = 0
+        self.pool_limits = {}  # pool id -> bytes its (pluggable) allocator gives at most
 
     def start(self):
         if self._rt is None:
@@ -133,6 +134,9 @@ class CachingAllocator:
         block = self._find_free(size, pool)
         if block is None:
             seg_size = _round(size, SEGMENT_UNIT)
+            limit = self.pool_limits.get(pool)
+            if limit is not None and sum(s.size for s in self.segments if s.pool == pool) + seg_size > limit:
+                self._out_of_memory(size)  # the pool's allocator refuses: no CUDA call fails
             if self.fraction is not None:
                 limit = int(self.fraction * self.mem_get_info()[1])
                 if self.stats()["reserved_bytes.all.current"] + seg_size > limit:
