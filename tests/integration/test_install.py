@@ -146,22 +146,8 @@ def test_the_wheel_alone_gives_the_cli_the_preload_and_the_adapter(build, wheel,
     assert meta.strip() == "None", meta
 
 
-PLUGIN_TESTS = """import ctypes, os
-import pytest
-rt = ctypes.CDLL(os.path.join(os.environ["FAKECUDA_LIB"], "libcudart.so.13"))
-def alloc(n):
-    p = ctypes.c_void_p()
-    assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) == 0
-    return p
-@pytest.mark.limit_gpu_memory("64MiB")
-def test_over():
-    ps = [alloc(32 << 20) for _ in range(4)]
-    for p in ps:
-        rt.cudaFree(p)
-@pytest.mark.limit_gpu_memory("64MiB")
-def test_under():
-    rt.cudaFree(alloc(32 << 20))
-"""
+# The plugin test's own program (over, under, a leak and none): here through the wheel.
+from test_pytest_plugin import TESTS as PLUGIN_TESTS  # noqa: E402
 
 
 def test_the_wheels_pytest_plugin_is_found_by_its_entry_point(build, wheel, tmp_path):
