@@ -128,6 +128,8 @@ void Builder::addTrigger()
     t.kind = m_trigger.kind;
     t.timeNs = m_image.timeNs;
     const track::FrameworkState* framework = m_trigger.framework;
+    if (framework)
+        m_r.cudaGraphs = framework->graphs;  // before the message: it names the pools it knows
     if (m_trigger.failed) {
         const Allocation& f = *m_trigger.failed;
         t.device = f.device;
@@ -147,7 +149,7 @@ void Builder::addTrigger()
             t.message += ": its own limit, no CUDA call failed";
         if (framework && !framework->oomPool.empty()) {
             t.poolId = framework->oomPool;
-            t.message += " (in " + report::poolName(t.poolId) + ")";
+            t.message += " (in " + report::poolName(m_r, t.poolId) + ")";
         }
     } else {
         t.message = m_trigger.reason;

@@ -39,7 +39,8 @@ inline constexpr int kRound5 = 5;  // what keeps tensors alive (steps[].retainer
 inline constexpr int kRound6 = 6;  // the process's own device memory (devices[].process_bytes)
 inline constexpr int kRound7 = 7;  // counts of OOM episodes and failed allocations (capture)
 inline constexpr int kRound8 = 8;  // native frames' source file and line; paused VMM ranges;
-                                   // a segment's PyTorch pool; the process's allocator settings
+                                   // a segment's PyTorch pool; the process's allocator settings;
+                                   // CUDA graphs' captures and the graphs using each pool
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -194,6 +195,20 @@ OOMSCOPE_DESCRIBE(PausedRange)
     v("reserved_bytes", x.reservedBytes, kFirst);
     v("paused_bytes", x.pausedBytes, kFirst);
     v("stack", x.stack, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(GraphPoolUse)
+{
+    v("pool_id", x.poolId, kFirst);
+    v("graphs", x.graphs, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(CudaGraphs)
+{
+    v("captures", x.captures, kFirst);
+    v("aborted", x.aborted, kFirst);
+    v("live", x.live, kFirst);
+    v("pools", x.pools, kFirst);
 }
 
 OOMSCOPE_DESCRIBE(RoleBytes)
@@ -431,6 +446,7 @@ OOMSCOPE_DESCRIBE(Report)
     v("segments", x.segments, kFirst);
     v("pools", x.pools, kRound1);
     v("paused", AbsentWhenEmpty{x.paused}, kRound8);
+    v("cuda_graphs", AbsentWhenEmpty{x.cudaGraphs}, kRound8);
     v("sites", x.sites, kFirst);
     v("timeline", x.timeline, kFirst);
     v("steps", x.steps, kFirst);

@@ -87,6 +87,29 @@ const MemoryRow* Report::findMemory(int64_t device) const
     return nullptr;
 }
 
+const GraphPoolUse* Report::findGraphPool(const std::vector<int64_t>& poolId) const
+{
+    if (!cudaGraphs)
+        return nullptr;
+    for (const GraphPoolUse& p : cudaGraphs->pools)
+        if (p.poolId == poolId)
+            return &p;
+    return nullptr;
+}
+
+PoolKind poolKind(const Report& report, const std::vector<int64_t>& poolId)
+{
+    const PoolKind kind = poolKind(poolId);
+    return kind == PoolKind::MemPool && report.findGraphPool(poolId) ? PoolKind::Graph : kind;
+}
+
+std::string poolName(const Report& report, const std::vector<int64_t>& poolId)
+{
+    if (poolKind(report, poolId) == PoolKind::Graph && poolKind(poolId) != PoolKind::Graph)
+        return "CUDA graph pool (" + std::to_string(poolId[0]) + ", " + std::to_string(poolId[1]) + ")";
+    return poolName(poolId);
+}
+
 PoolKind poolKind(const std::vector<int64_t>& poolId)
 {
     if (poolId.size() != 2 || (poolId[0] == 0 && poolId[1] == 0))

@@ -186,6 +186,25 @@ PoolKind poolKind(const std::vector<int64_t>& poolId);
 // "default pool", "MemPool (0, 3)", "CUDA graph pool (2, 0)".
 std::string poolName(const std::vector<int64_t>& poolId);
 
+// Revision 8: what the CUDA graphs' captures did, as PyTorch's adapter followed them (absent
+// before the first capture): captures begun, captures that failed at capture_end (their pool
+// stays held: pytorch#190348), graphs holding their pool now, and the graphs using each pool
+// the adapter knows (a capture's own pool or one given to it, graph_pool_handle()).
+struct GraphPoolUse {
+    std::vector<int64_t> poolId;
+    uint64_t graphs = 0;
+
+    bool operator==(const GraphPoolUse&) const = default;
+};
+struct CudaGraphs {
+    uint64_t captures = 0;
+    uint64_t aborted = 0;
+    uint64_t live = 0;
+    std::vector<GraphPoolUse> pools;
+
+    bool operator==(const CudaGraphs&) const = default;
+};
+
 // A stream-ordered memory pool at the trigger (cuMemPoolGetAttribute). Key added after the
 // first v1 fixtures: absent in older reports, read as empty.
 struct Pool {
@@ -459,6 +478,7 @@ struct Report {
     std::vector<Segment> segments;
     std::vector<Pool> pools;
     std::vector<PausedRange> paused;  // revision 8: absent when none
+    std::optional<CudaGraphs> cudaGraphs;  // revision 8: absent before the first capture
     std::vector<Site> sites;  // sorted by bytes, largest first
     Timeline timeline;
     std::vector<Step> steps;
@@ -477,8 +497,15 @@ struct Report {
     const Module* findModule(uint32_t id) const;
     const Device* findDevice(int64_t index) const;
     const MemoryRow* findMemory(int64_t device) const;
+    // A pool the CUDA graphs' captures used (cuda_graphs), nullptr when none did.
+    const GraphPoolUse* findGraphPool(const std::vector<int64_t>& poolId) const;
 
     bool operator==(const Report&) const = default;
 };
+
+// As poolKind()/poolName(), also knowing the report's CUDA graphs: a (0, n) handle that
+// captures used (graph_pool_handle()) is a graph's pool, not a MemPool.
+PoolKind poolKind(const Report& report, const std::vector<int64_t>& poolId);
+std::string poolName(const Report& report, const std::vector<int64_t>& poolId);
 
 } // namespace oomscope::report

@@ -189,6 +189,43 @@ bool parseAllocationFrames(std::istringstream& words, FrameworkState& state)
     return true;
 }
 
+// graphs captures <n> aborted <n> live <n>
+bool parseGraphs(std::istringstream& words, FrameworkState& state)
+{
+    report::CudaGraphs g;
+    std::string key, value;
+    bool captures = false, aborted = false, live = false;
+    while (words >> key >> value) {
+        uint64_t n = 0;
+        if (!parseU64(value, &n))
+            return false;
+        if (key == "captures")
+            g.captures = n, captures = true;
+        else if (key == "aborted")
+            g.aborted = n, aborted = true;
+        else if (key == "live")
+            g.live = n, live = true;
+    }
+    if (!captures || !aborted || !live || state.graphs)
+        return false;
+    state.graphs = std::move(g);
+    return true;
+}
+
+// graph_pool <a> <b> <graphs>: after the graphs line
+bool parseGraphPool(std::istringstream& words, FrameworkState& state)
+{
+    std::string a, b, n;
+    report::GraphPoolUse p;
+    int64_t first = 0, second = 0;
+    if (!state.graphs || !(words >> a >> b >> n) || !parseI64(a, &first) || !parseI64(b, &second) ||
+        !parseU64(n, &p.graphs) || (first == 0 && second == 0))
+        return false;
+    p.poolId = {first, second};
+    state.graphs->pools.push_back(std::move(p));
+    return true;
+}
+
 } // namespace
 
 FrameworkState parseFrameworkState(const char* name, const char* text)
@@ -219,6 +256,10 @@ FrameworkState parseFrameworkState(const char* name, const char* text)
             ok = state.census = true;
         else if (kind == "retainer")
             ok = parseRetainer(line, state);
+        else if (kind == "graphs")
+            ok = parseGraphs(words, state);
+        else if (kind == "graph_pool")
+            ok = parseGraphPool(words, state);
         else if (kind == "oom_pool") {
             std::string a, b;
             int64_t first = 0, second = 0;

@@ -18,6 +18,10 @@
 //                                          allocation, at a step: PyTorch's history)
 //   oom_pool <a> <b>                       (the out-of-memory request was made inside
 //                                          torch.cuda.use_mem_pool of this pool)
+//   graphs captures <n> aborted <n> live <n>
+//                                          (CUDA graphs' captures since the adapter attached:
+//                                          begun, failed at capture_end, graphs holding a pool)
+//   graph_pool <a> <b> <graphs>            (a pool captures used, and the graphs holding it now)
 //   census <device>                        (a census of what keeps tensors alive was taken)
 //   retainer <device> <bytes> <tensors>\t<kind>\t<container>\t<name>[\t<file>\t<line>\t<function>…]
 //                                          (one thing that keeps tensors alive at that census;
@@ -93,6 +97,7 @@ struct FrameworkState {
     std::vector<std::vector<std::vector<PythonFrameText>>> blockFrames;
     std::vector<TensorGroup> tensorGroups;
     std::vector<int64_t> oomPool;  // the pool the failed request was made in; empty: the default
+    std::optional<report::CudaGraphs> graphs;  // given once a capture was made
     size_t ignoredLines = 0;
 
     const FrameworkDevice* device(int64_t index) const

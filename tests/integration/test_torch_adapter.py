@@ -391,6 +391,61 @@ def test_pools_a_mempool_and_a_graph_pool_by_their_ids(build, tmp_path):
         assert drawn.get("segment-pools") == "3", drawn
 
 
+@pytest.mark.parametrize("history", ["1000", ""])
+def test_graph_pools_whose_graphs_are_gone_are_flagged_and_one_in_use_is_not(build, tmp_path, history):
+    # A dropped graph whose capture's output lives on, a capture a synchronisation broke (its pool
+    # stays held: pytorch#190348), a graph alive; then an OOM in the default pool. The output is
+    # named by PyTorch's history, or without it by the allocation that made its segment.
+    r, facts = run(build, tmp_path, "graphs", OOMSCOPE_TORCH_HISTORY=history)
+    assert facts["caught"] and "capturing" not in facts.get("broken_error", "capturing")
+    rep = r.only("oom")
+    dropped, broken, alive = (tuple(facts[k]) for k in ("dropped", "broken", "alive"))
+    assert len({dropped, broken, alive}) == 3 and all(p[0] > 0 and p[1] == 0 for p in (dropped, broken, alive))
+    graphs = rep["cuda_graphs"]
+    assert (graphs["captures"], graphs["aborted"], graphs["live"]) == (3, 1, 1), graphs
+    assert {tuple(p["pool_id"]): p["graphs"] for p in graphs["pools"]} == {alive: 1}
+    # Each pool's bytes as PyTorch's own snapshot has them.
+    by_pool = {}
+    for s in rep["segments"]:
+        key = "%d,%d" % tuple(s.get("pool_id", (0, 0)))
+        reserved, allocated = by_pool.get(key, (0, 0))
+        by_pool[key] = (reserved + s["size"], allocated + sum(b["size"] for b in s["blocks"]
+                                                              if b["state"] == "active_allocated"))
+    assert by_pool == {k: tuple(v) for k, v in facts["pools"].items()}, (by_pool, facts["pools"])
+    assert by_pool["%d,%d" % dropped] == (48 * MiB, 48 * MiB) and by_pool["%d,%d" % broken] == (96 * MiB, 0)
+    analysed = json.loads(subprocess.run([build.oomscope, "report", r.reports["oom"][0], "--format", "json"],
+                                         capture_output=True, text=True, check=True).stdout)
+    found = [d for d in analysed["diagnosis"] if d["code"] == "orphaned_graph_pool"]
+    assert len(found) == 2, found
+    by_pool_named = {d["message"].split(" holds ")[0]: d for d in found}
+    outlived = by_pool_named["device 0: CUDA graph pool (%d, 0)" % dropped[0]]
+    with open(SCRIPT) as f:
+        output_line = next(i for i, line in enumerate(f, 1) if "OUTPUT-LINE" in line)
+    assert "48.00 MiB (48.00 MiB allocated)" in outlived["message"] and "outlive their graph" in outlived["message"]
+    assert "torch_scenarios.py:%d" % output_line in outlived["message"], outlived["message"]
+    assert "del them" in outlived["suggestion"]
+    failed = by_pool_named["device 0: CUDA graph pool (%d, 0)" % broken[0]]
+    assert "96.00 MiB (0 B allocated)" in failed["message"] and "1 of 3 captures failed" in failed["message"]
+    assert "_cuda_releasePool" in failed["suggestion"] and "pytorch#190348" in failed["suggestion"]
+    assert all(d["severity"] == "warning" for d in found)
+    text = subprocess.run([build.oomscope, "report", r.reports["oom"][0], "--color", "never"], capture_output=True,
+                          text=True).stdout
+    assert "CUDA graph pool (%d, 0) 32.00 MiB (32.00 MiB allocated)" % alive[0] in text, text
+
+
+def test_a_graph_pool_handle_is_named_as_a_graph_pool_and_not_flagged_while_a_graph_uses_it(build, tmp_path):
+    # graph_pool_handle() numbers its pool (0, n), as a MemPool: the captures say what it is.
+    r, facts = run(build, tmp_path, "graph_handle")
+    rep = r.only("oom")
+    handle = tuple(facts["handle"])
+    assert handle[0] == 0 and handle[1] > 0
+    assert {tuple(p["pool_id"]): p["graphs"] for p in rep["cuda_graphs"]["pools"]} == {handle: 2}
+    text = subprocess.run([build.oomscope, "report", r.reports["oom"][0], "--color", "never"], capture_output=True,
+                          text=True).stdout
+    assert "CUDA graph pool (0, %d) 64.00 MiB" % handle[1] in text and "MemPool" not in text, text
+    assert "orphaned_graph_pool" not in text
+
+
 @pytest.mark.parametrize("conf, fires", [("expandable_segments:True,max_split_size_mb:128", True),
                                          ("expandable_segments:True", False), ("max_split_size_mb:128", False)])
 def test_max_split_size_with_expandable_segments_is_named(build, tmp_path, conf, fires):

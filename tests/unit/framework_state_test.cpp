@@ -83,3 +83,25 @@ TEST_CASE("without segments, the largest free block is the one the device line g
     const FrameworkState state = parseFrameworkState("torch", "device 0 allocated 1 reserved 2 largest_free 77\n");
     CHECK(state.largestFreeBlock(0) == 77u);
 }
+
+TEST_CASE("the CUDA graphs' captures and the graphs using each pool are read", "[framework]")
+{
+    const FrameworkState state = parseFrameworkState("torch",
+                                                     "graphs captures 3 aborted 1 live 1\n"
+                                                     "graph_pool 0 4 2\n"
+                                                     "graph_pool 2 0 0\n"
+                                                     "graph_pool 0 0 1\n");  // the default pool: not a graph's
+    CHECK(state.ignoredLines == 1);
+    REQUIRE(state.graphs);
+    CHECK(state.graphs->captures == 3);
+    CHECK(state.graphs->aborted == 1);
+    CHECK(state.graphs->live == 1);
+    REQUIRE(state.graphs->pools.size() == 2);
+    CHECK(state.graphs->pools[0].poolId == std::vector<int64_t>{0, 4});
+    CHECK(state.graphs->pools[0].graphs == 2);
+    CHECK(state.graphs->pools[1].poolId == std::vector<int64_t>{2, 0});
+    // A pool line before the graphs line, a graphs line missing a count: skipped.
+    const FrameworkState out_of_order = parseFrameworkState("torch", "graph_pool 1 0 1\ngraphs captures 1 live 1\n");
+    CHECK_FALSE(out_of_order.graphs);
+    CHECK(out_of_order.ignoredLines == 2);
+}

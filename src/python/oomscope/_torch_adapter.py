@@ -92,6 +92,10 @@ def _on_torch_imported(torch):
         _watch_mem_pools(torch)
     except Exception as e:
         _notice("pools", f"OOMs inside use_mem_pool are not told apart ({type(e).__name__}: {e})")
+    try:
+        _watch_graphs(torch)
+    except Exception as e:
+        _notice("graphs", f"CUDA graphs' pools are not followed ({type(e).__name__}: {e})")
 
 
 _pools = threading.local()  # the MemPool ids this thread allocates into (use_mem_pool), innermost last
@@ -137,6 +141,102 @@ def _watch_mem_pools(torch):
         optimizer.register_optimizer_step_pre_hook(_on_optimizer_step_begins)
     except Exception as e:
         _notice("steps", f"optimizer steps are not recorded ({type(e).__name__}: {e})")
+
+
+class _Graphs:
+    """What the CUDA graphs' captures did: a graph pool whose graphs are gone (dropped, or a
+    capture that failed and keeps its pool: pytorch#190348) is told apart from one in use.
+    PyTorch has no per-pool liveness: CUDAGraph's capture_begin/capture_end/reset are wrapped
+    and the graphs whose capture ended are kept by weak reference (never kept alive here)."""
+
+    def __init__(self):
+        import weakref
+        self.lock = threading.Lock()
+        self.captures = 0
+        self.aborted = 0
+        self.holding = weakref.WeakSet()  # graphs whose capture ended and that were not reset
+        self.handles = set()  # pools given to capture_begin (graph_pool_handle(), another graph's pool())
+        self.blind = False
+
+    def lines(self):
+        """The protocol lines: none before the first capture."""
+        with self.lock:
+            if not self.captures or self.blind:
+                return []
+            graphs = list(self.holding)
+            pools = dict.fromkeys(self.handles, 0)
+            captures, aborted = self.captures, self.aborted
+        for graph in graphs:
+            try:
+                pool = tuple(int(x) for x in graph.pool())
+            except Exception:
+                continue
+            pools[pool] = pools.get(pool, 0) + 1
+        return ([f"graphs captures {captures} aborted {aborted} live {len(graphs)}"] +
+                [f"graph_pool {a} {b} {n}" for (a, b), n in sorted(pools.items())])
+
+
+_graphs = None
+
+
+def _watch_graphs(torch):
+    """Wraps torch.cuda.CUDAGraph's capture_begin, capture_end and reset (torch.cuda.graph,
+    make_graphed_callables and torch.compile's CUDA graph trees all go through them): each runs
+    the original, exceptions pass through unchanged."""
+    global _graphs
+    import functools
+    cls = getattr(torch.cuda, "CUDAGraph", None)
+    if cls is None or getattr(cls.capture_begin, "_oomscope", False):
+        return
+    state = _Graphs()
+    begin, end, reset = cls.capture_begin, cls.capture_end, cls.reset
+
+    @functools.wraps(begin)
+    def capture_begin(self, *args, **kwargs):
+        result = begin(self, *args, **kwargs)
+        try:
+            pool = kwargs.get("pool", args[0] if args else None)
+            with state.lock:
+                state.captures += 1
+                if isinstance(pool, (tuple, list)) and len(pool) == 2:
+                    state.handles.add((int(pool[0]), int(pool[1])))
+        except Exception:
+            pass
+        return result
+
+    @functools.wraps(end)
+    def capture_end(self, *args, **kwargs):
+        try:
+            result = end(self, *args, **kwargs)
+        except BaseException:
+            with state.lock:
+                state.aborted += 1
+            raise
+        try:
+            with state.lock:
+                state.holding.add(self)
+        except Exception:
+            state.blind = True  # a graph not followed would look gone: say nothing of any
+        return result
+
+    @functools.wraps(reset)
+    def reset_(self, *args, **kwargs):
+        result = reset(self, *args, **kwargs)
+        with state.lock:
+            state.holding.discard(self)
+        return result
+
+    for wrapper in (capture_begin, capture_end, reset_):
+        wrapper._oomscope = True
+    cls.capture_begin, cls.capture_end, cls.reset = capture_begin, capture_end, reset_
+    _graphs = state
+
+
+def _graph_lines():
+    try:
+        return _graphs.lines() if _graphs is not None else []
+    except Exception:
+        return []
 
 
 def _attach():
@@ -219,7 +319,7 @@ def allocator_state(device):
             if frames:
                 line += "\t" + _frame_fields(frames)
             lines.append(line)
-    return "\n".join(lines)
+    return "\n".join(lines + _graph_lines())
 
 
 def _on_oom(device, alloc, device_allocated, device_free):

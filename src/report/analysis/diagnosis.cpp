@@ -356,22 +356,85 @@ void poolRule(const Report& r, std::vector<Diagnosis>& out)
         if (s.device == device && s.poolId == r.trigger.poolId)
             held += s.size;
     const Device* d = r.findDevice(device);
-    const std::optional<uint64_t> free = d ? d->freeBytes : std::nullopt;
+    const bool freeKnown = d && d->freeBytes;
+    const uint64_t free = freeKnown ? *d->freeBytes : 0;
     const uint64_t request = r.trigger.requestedBytes.value_or(0);
-    const bool roomOnDevice = free && request && *free >= request;
+    const bool roomOnDevice = freeKnown && request && free >= request;
     std::string message = "the failed request" + (request ? " of " + formatBytes(request) : std::string()) +
-                          " was made inside torch.cuda.use_mem_pool(" + poolName(r.trigger.poolId) + "), which holds " +
+                          " was made inside torch.cuda.use_mem_pool(" + poolName(r, r.trigger.poolId) + "), which holds " +
                           formatBytes(held) + " on " + dev(device);
     if (roomOnDevice)
-        message += ": the pool could not grow while the device had " + formatBytes(*free) +
+        message += ": the pool could not grow while the device had " + formatBytes(free) +
                    " free — the pool was full, not the device";
-    else if (free)
-        message += "; the device was full too (" + formatBytes(*free) + " free)";
+    else if (freeKnown)
+        message += "; the device was full too (" + formatBytes(free) + " free)";
     out.push_back({"pool_full", Severity::Error, message,
                    roomOnDevice ? "raise the limit of the pool's allocator, or allocate this tensor outside the "
                                   "use_mem_pool block"
                                 : "free memory inside the pool and outside it: what is allocated in a MemPool stays in "
                                   "it until the pool's tensors are gone"});
+}
+
+// The stack of the allocation that made a segment: the newest "alloc" row of the timeline at
+// its address (PyTorch's cudaMalloc of it: without PyTorch's history, the best name of what
+// was put there first).
+std::optional<uint32_t> segmentStack(const Report& r, const Segment& s)
+{
+    const Timeline::Flags isAlloc = r.timeline.flags("alloc");
+    for (auto row = r.timeline.rows.rbegin(); row != r.timeline.rows.rend(); ++row)
+        if (row->address == s.address && row->device == s.device && isAlloc(row->kind))
+            return row->stack ? std::optional<uint32_t>(row->stack) : std::nullopt;
+    return std::nullopt;
+}
+
+// A CUDA graph's pool that no graph holds (cuda_graphs: the adapter followed the captures) and
+// that still holds segments: tensors made during a capture outlive the graph that was dropped,
+// or a capture failed and PyTorch keeps its pool held for the life of the process
+// (pytorch#190348: empty_cache() and an out-of-memory error leave it alone).
+void orphanedGraphPoolRule(const Report& r, std::vector<Diagnosis>& out)
+{
+    if (!r.cudaGraphs)
+        return;
+    const CudaGraphs& g = *r.cudaGraphs;
+    for (const MemoryRow& row : r.memory) {
+        for (const PoolBytes& p : bytesByPool(r, row.device)) {
+            if (poolKind(r, p.poolId) != PoolKind::Graph || p.reserved == 0)
+                continue;
+            if (const GraphPoolUse* use = r.findGraphPool(p.poolId); use && use->graphs > 0)
+                continue;
+            std::string message = dev(row.device) + ": " + poolName(r, p.poolId) + " holds " + formatBytes(p.reserved) +
+                                  " (" + formatBytes(p.allocated) + " allocated) and no CUDA graph uses it";
+            std::string remedy;
+            if (p.allocated > 0) {
+                std::string site;
+                for (const Segment& s : r.segments) {
+                    if (s.device != row.device || s.poolId != p.poolId || !site.empty())
+                        continue;
+                    for (const Block& b : s.blocks)
+                        if (b.state == BlockState::ActiveAllocated && site.empty()) {
+                            const std::optional<uint32_t> stack = b.stack ? b.stack : segmentStack(r, s);
+                            if (stack)
+                                site = stackLabel(r, r.findStack(*stack));
+                        }
+                }
+                message += ": tensors made during a capture outlive their graph and keep the pool" +
+                           (site.empty() ? std::string() : " (one allocated at " + site + ")");
+                remedy = "drop a graph's outputs with the graph (del them), or copy what must outlive it out of the pool; "
+                         "its free segments go back at torch.cuda.empty_cache()";
+            } else if (g.aborted > 0) {
+                message += ": " + std::to_string(g.aborted) + " of " + std::to_string(g.captures) +
+                           " captures failed, and a failed capture keeps its pool for the life of the process "
+                           "(torch.cuda.empty_cache() and an out-of-memory error do not free it)";
+                remedy = "fix what broke the capture (a synchronisation, .item() or a copy to the CPU inside it); until "
+                         "PyTorch releases it (pytorch#190348), torch._C._cuda_releasePool(device, pool_id) after the "
+                         "failed capture, then torch.cuda.empty_cache()";
+            } else {
+                message += ": its graphs are gone and its segments are cached";
+                remedy = "torch.cuda.empty_cache() gives the pool's segments back";
+            }
+            out.push_back({"orphaned_graph_pool", Severity::Warning, message, remedy});
+        }
+    }
 }
 
 // Paused memory (paused[]): not in use and not a leak, but mapping it again needs it back.
@@ -561,6 +624,7 @@ std::vector<Diagnosis> diagnose(const Report& r, const std::vector<LeakFinding>&
     compositionRules(r, out);
     outsideRule(r, out);
     poolRule(r, out);
+    orphanedGraphPoolRule(r, out);
     pausedRule(r, out);
     growthRule(r, leaks, source, out);
     churnRule(r, out);

@@ -321,7 +321,7 @@ void writeSegments(JsonOut& w, const Report& r)
                 w.endArray();
             }
             w.endArray();
-            w.value(poolName(s->poolId));  // the page colours the bars by pool where there are several
+            w.value(poolName(r, s->poolId));  // the page colours the bars by pool where there are several
             w.endArray();
         }
         w.endArray();

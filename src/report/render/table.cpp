@@ -122,7 +122,7 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
             out << "  device " << m.device << " also:" << kinds << "\n";
         std::string pools;
         for (const PoolBytes& p : bytesByPool(r, m.device))
-            pools += "  " + poolName(p.poolId) + " " + formatBytes(p.reserved) + " (" + formatBytes(p.allocated) +
+            pools += "  " + poolName(r, p.poolId) + " " + formatBytes(p.reserved) + " (" + formatBytes(p.allocated) +
                      " allocated)";
         if (!pools.empty())
             out << "  device " << m.device << " by pool:" << pools << "\n";

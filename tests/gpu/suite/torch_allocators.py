@@ -211,6 +211,61 @@ def scenario_torch_pool_full(ctx):
             f"pool_full: {found[0]['message'][:140]}")
 
 
+def scenario_torch_graph_pools(ctx):
+    """CUDA graphs' pools: a graph dropped while its capture's output lives on and a capture a
+    synchronisation broke are flagged (orphaned_graph_pool), a graph alive and two sharing a
+    graph_pool_handle() are not; each pool's bytes equal PyTorch's snapshot of it."""
+    out = ctx.dir("torch_graph_pools")
+    facts_path = os.path.join(out, "facts.json")
+    run = t.run_oomscope(ctx.oomscope, [sys.executable, os.path.join(HERE, "scenarios", "torch_graph_pools.py"),
+                                        facts_path], out)
+    check(run.returncode == 0, f"exit {run.returncode}: {run.stderr[-800:]}")
+    facts = t.load(facts_path)
+    check(facts.get("caught"), "no OutOfMemoryError")
+    rep = run.only("oom")
+    by_pool = {}
+    for s in rep["segments"]:
+        key = "%d,%d" % tuple(s.get("pool_id", (0, 0)))
+        reserved, allocated = by_pool.get(key, (0, 0))
+        by_pool[key] = [reserved + s["size"], allocated + sum(b["size"] for b in s["blocks"]
+                                                              if b["state"] == "active_allocated")]
+    check(by_pool == facts["pools_after_oom"], f"report by pool {by_pool} vs PyTorch's snapshot {facts['pools_after_oom']}")
+    graphs = rep.get("cuda_graphs", {})
+    counts = (graphs.get("captures"), graphs.get("aborted"), graphs.get("live"))
+    check(counts == (5, 1, 3), f"cuda_graphs {graphs}")
+    dropped, alive, shared = (tuple(facts[k]) for k in ("dropped", "alive", "shared"))
+    users = {tuple(p["pool_id"]): p["graphs"] for p in graphs.get("pools", [])}
+    check(users == {alive: 1, shared: 2}, f"graphs by pool {users}")
+    known = {"%d,%d" % p for p in (dropped, alive, shared)} | {"0,0"}
+    broken = [k for k in by_pool if k not in known]
+    check(len(broken) == 1 and by_pool[broken[0]][1] == 0, f"the broken capture's pool: {broken} of {by_pool}")
+    analysed = json.loads(subprocess.run([ctx.oomscope, "report", run.reports["oom"][0], "--format", "json"],
+                                         capture_output=True, text=True).stdout)
+    found = {d["message"].split(" holds ")[0].split(": ", 1)[1]: d for d in analysed["diagnosis"]
+             if d["code"] == "orphaned_graph_pool"}
+    names = {"CUDA graph pool (%d, 0)" % dropped[0], "CUDA graph pool (%s)" % broken[0].replace(",", ", ")}
+    check(set(found) == names, f"flagged {sorted(found)}, expected {sorted(names)}")
+    outlived = found["CUDA graph pool (%d, 0)" % dropped[0]]["message"]
+    failed = found["CUDA graph pool (%s)" % broken[0].replace(",", ", ")]["message"]
+    with open(os.path.join(HERE, "scenarios", "torch_graph_pools.py")) as f:
+        line = next(i for i, text in enumerate(f, 1) if "output = x * 2" in text)
+    check("outlive their graph" in outlived and "torch_graph_pools.py:%d" % line in outlived, outlived)
+    check("1 of 5 captures failed" in failed, failed)
+    text = subprocess.run([ctx.oomscope, "report", run.reports["oom"][0], "--color", "never"], capture_output=True,
+                          text=True).stdout
+    check("CUDA graph pool (0, %d)" % shared[1] in text, "the shared handle is not named a graph pool")
+    return (f"PyTorch {torch_version()}: flagged dropped {dropped} {by_pool['%d,%d' % dropped][0] / MiB:.0f} MiB "
+            f"({by_pool['%d,%d' % dropped][1] / MiB:.0f} MiB allocated) and broken ({broken[0]}) "
+            f"{by_pool[broken[0]][0] / MiB:.0f} MiB (capture error: {facts.get('broken_error', '?')[:70]}; pool(): "
+            f"{facts.get('broken_pool_error', facts.get('broken_pool'))}); alive {alive} and shared {shared} (2 graphs) "
+            f"not; bytes by pool == PyTorch's snapshot at the OOM")
+
+
+def torch_version():
+    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
 SCENARIOS = [
     ("torch_oom", scenario_torch_oom),
     ("torch_default", scenario_torch_default),
@@ -220,4 +275,5 @@ SCENARIOS = [
     ("torch_pools", scenario_torch_pools),
     ("nccl_world1", scenario_nccl_world1),
     ("torch_pool_full", scenario_torch_pool_full),
+    ("torch_graph_pools", scenario_torch_graph_pools),
 ]

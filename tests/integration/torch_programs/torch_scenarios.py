@@ -26,6 +26,17 @@ def forward(n):
     return torch.empty(n * MiB, device="cuda")
 
 
+def graph_pools():
+    """Reserved and allocated bytes by pool id, from PyTorch's own snapshot."""
+    pools = {}
+    for seg in torch.cuda.memory._snapshot()["segments"]:
+        key = "%d,%d" % tuple(seg["segment_pool_id"])
+        reserved, allocated = pools.get(key, (0, 0))
+        pools[key] = (reserved + seg["total_size"],
+                      allocated + sum(b["size"] for b in seg["blocks"] if b["state"].startswith("active")))
+    return pools
+
+
 def train_loop(leak, steps=40):
     history = []
     optimizer = torch.optim.Optimizer()
@@ -130,9 +141,10 @@ def main():
         pool = torch.cuda.MemPool()
         with torch.cuda.use_mem_pool(pool):
             pooled = [forward(64) for _ in range(3)]
-        graph_pool = torch.cuda.graph_pool_handle()
-        with torch.cuda.use_mem_pool(graph_pool):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # what a capture allocates comes from the graph's own pool
             captured = [forward(32) for _ in range(2)]
+        graph_pool = graph.pool()
         facts["mempool"] = {"id": list(pool.id), "reserved": sum(s["total_size"] for s in pool.snapshot())}
         facts["graph_pool"] = {"id": list(graph_pool), "reserved": sum(
             s["total_size"] for s in torch.cuda.memory._snapshot()["segments"] if s["segment_pool_id"] == graph_pool)}
@@ -158,6 +170,52 @@ def main():
         facts["free"] = torch.cuda.mem_get_info()[0]
         outside = forward(100)  # outside the pool the device still has room
         del kept, outside
+    elif mode == "graphs":
+        # Three CUDA graphs: one dropped while its capture's output lives on, one whose capture a
+        # synchronisation broke, one alive; then an OOM in the default pool.
+        facts["pools"] = graph_pools()
+        weights = allocate_weights(300)
+        dropped = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(dropped):
+            output = torch.empty(48 * MiB, device="cuda")  # OUTPUT-LINE
+            scratch = forward(16)
+            del scratch
+        facts["dropped"] = list(dropped.pool())
+        del dropped
+        broken = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(broken):
+                work = forward(96)
+                torch.cuda.synchronize()  # not allowed while capturing: the capture breaks
+        except RuntimeError as e:
+            facts["broken_error"] = str(e)
+            facts["broken"] = list(broken._pool)  # the fake's: PyTorch's pool() refuses a broken capture
+        del work, broken
+        alive = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(alive):
+            static = forward(32)
+        facts["alive"] = list(alive.pool())
+        torch.cuda.empty_cache()
+        facts["pools"] = graph_pools()
+        try:
+            grow_activations(700)
+        except torch.OutOfMemoryError:
+            facts["caught"] = True
+        del weights, output, static, alive
+    elif mode == "graph_handle":
+        # Two graphs share one pool from graph_pool_handle(), as make_graphed_callables does.
+        handle = torch.cuda.graph_pool_handle()
+        first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with torch.cuda.graph(first, pool=handle):
+            a = forward(32)
+        with torch.cuda.graph(second, pool=handle):
+            b = forward(32)
+        facts["handle"] = list(handle)
+        try:
+            grow_activations(1000)
+        except torch.OutOfMemoryError:
+            facts["caught"] = True
+        del a, b, first, second
     elif mode == "maxsplit":
         # Each step a larger temporary than the last: the cache keeps the old segments and takes a
         # new one, so reserved memory grows step after step while one tensor is allocated at a time.

@@ -41,7 +41,18 @@ from torch.cuda.memory import MemPool, use_mem_pool  # noqa: E402,F401  (re-expo
 
 
 def graph_pool_handle():
-    return (next(_allocator._graph_pool_ids), 0)
+    # (0, n), from the MemPools' counter, as PyTorch numbers a handle.
+    return (0, next(_allocator._mempool_ids))
+
+
+from torch.cuda.graphs import CUDAGraph, graph  # noqa: E402,F401
+
+
+def synchronize(device=None):
+    capture = getattr(_allocator._capture, "graph", None)
+    if capture is not None:  # as the real call: not allowed while a stream captures, and it breaks the capture
+        capture._invalidated = True
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
 
 
 def memory_stats(device=None):

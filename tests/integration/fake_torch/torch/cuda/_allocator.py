@@ -32,11 +32,13 @@ class Segment:
         self.blocks = [Block(self, 0, size, False)]
 
 
-# Pools as PyTorch numbers them: (0, 0) the default, (0, n) a user's MemPool, (n, 0) a CUDA
-# graph's private pool (graph_pool_handle()).
+# Pools as PyTorch numbers them: (0, 0) the default, (0, n) a user's MemPool or a handle from
+# graph_pool_handle() (one counter, as PyTorch's), (n, 0) the private pool a CUDA graph's
+# capture makes for itself.
 _mempool_ids = itertools.count(1)
 _graph_pool_ids = itertools.count(1)
 _active = threading.local()
+_capture = threading.local()  # the CUDAGraph this thread is capturing into, if any
 
 
 def current_pool():
@@ -107,6 +109,8 @@ class CachingAllocator:
         self.allocated = 0
         self.peak_allocated = 0
         self.pool_limits = {}  # pool id -> bytes its (pluggable) allocator gives at most
+        # pool id -> the captures that hold it (CUDAGraph): empty_cache() leaves a held pool alone.
+        self.pool_users = {}
 
     def start(self):
         if self._rt is None:
@@ -188,7 +192,7 @@ class CachingAllocator:
 
     def empty_cache(self):
         for segment in list(self.segments):
-            if all(not b.active for b in segment.blocks):
+            if all(not b.active for b in segment.blocks) and not self.pool_users.get(segment.pool):
                 self._c10.fake_c10_cuda_free(ctypes.c_void_p(segment.address))
                 self.segments.remove(segment)
 
