@@ -207,7 +207,9 @@ OOMSCOPE_EXPORT void* dlsym(void* handle, const char* name) noexcept
     const oi::DlsymFn fn = oi::g_loaderDlsym.load(std::memory_order_acquire);
     if (__builtin_expect(!fn, 0))
         return dlsymFirstCall(handle, name);
-    if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || name[0] != 'c' || name[1] != 'u')
+    // Hooked names begin cu (CUDA) or nc (NCCL, which vLLM's PyNccl and ctypes reach this way).
+    const bool hookable = (name[0] == 'c' && name[1] == 'u') || (name[0] == 'n' && name[1] == 'c');
+    if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || !hookable)
         return fn(handle, name);
     return dlsymExplicit(handle, name);
 }

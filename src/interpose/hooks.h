@@ -12,6 +12,7 @@
 
 #include "interpose/cuda_extra.h"
 #include "interpose/device_limit.h"
+#include "interpose/nccl_api.h"
 #include <dlfcn.h>
 
 #include <atomic>
@@ -21,8 +22,8 @@
 
 namespace oomscope::interpose {
 
-enum class Family : uint8_t { Runtime, Driver, Loader, Cupti };
-constexpr size_t kFamilyCount = 4;
+enum class Family : uint8_t { Runtime, Driver, Loader, Cupti, Nccl };
+constexpr size_t kFamilyCount = 5;
 
 enum class HookId : uint16_t {
 #define OOMSCOPE_HOOK(family, name) name,

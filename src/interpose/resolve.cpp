@@ -36,6 +36,7 @@ const char* const kRuntimeSonames[] = {"libcudart.so.13", "libcudart.so.12", "li
 const char* const kDriverSonames[] = {"libcuda.so.1", "libcuda.so", nullptr};
 const char* const kLoaderSonames[] = {"libc.so.6", nullptr};
 const char* const kCuptiSonames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so", nullptr};
+const char* const kNcclSonames[] = {"libnccl.so.2", "libnccl.so", nullptr};
 
 FamilyLibrary libraryOf(Family family)
 {
@@ -44,6 +45,7 @@ FamilyLibrary libraryOf(Family family)
     case Family::Driver: return {kDriverSonames, "libcuda.so"};
     case Family::Loader: return {kLoaderSonames, "libc.so"};
     case Family::Cupti: return {kCuptiSonames, "libcupti"};
+    case Family::Nccl: return {kNcclSonames, "libnccl"};
     }
     return {kLoaderSonames, "libc.so"};
 }

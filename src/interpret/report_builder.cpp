@@ -71,6 +71,7 @@ public:
         addStacks();
         attributeBySource();
         addPaused();
+        addNccl();
         addPeaks();
         addCapture();
         return std::move(m_r);
@@ -85,6 +86,7 @@ private:
     void addStacks();
     void attributeBySource();
     void addPaused();
+    void addNccl();
     void addPeaks();
     void addCapture();
     std::set<uint32_t> referencedStacks() const;
@@ -381,6 +383,75 @@ void Builder::attributeBySource()
         if (row.untrackedBytes)
             row.bySource[Source::Untracked] = *row.untrackedBytes;
     }
+}
+
+// NCCL's memory by communicator: each live allocation made by NCCL (by its stack's source, or
+// inside a range ncclMemAlloc returned) goes to the communicator whose window holds its time
+// (track/nccl_table.h); in the windows of several at once it is shared, in none other.
+void Builder::addNccl()
+{
+    const track::NcclState& s = m_image.nccl;
+    if (s.empty())
+        return;
+    report::NcclMemory n;
+    std::vector<size_t> row(s.comms.size(), SIZE_MAX);  // comms index → communicators index
+    for (size_t i = 0; i < s.comms.size(); ++i) {
+        const track::NcclComm& c = s.comms[i];
+        if (!c.handle)
+            continue;
+        report::NcclCommunicator out;
+        out.handle = c.handle;
+        char id[17];
+        std::snprintf(id, sizeof(id), "%016" PRIx64, c.id);
+        out.id = id;
+        if (c.parent)
+            out.parent = c.parent;
+        out.device = c.device;
+        out.rank = c.rank;
+        out.nranks = c.nranks;
+        out.createdNs = c.createdNs;
+        if (c.destroyedNs)
+            out.destroyedNs = c.destroyedNs;
+        row[i] = n.communicators.size();
+        n.communicators.push_back(std::move(out));
+    }
+    const uint64_t now = m_image.timeNs;
+    for (const LiveAllocation& a : m_image.live) {
+        if (a.memKind != MemKind::Device)
+            continue;
+        bool symmetric = false;
+        for (const track::NcclRange& r : s.symmetric)
+            symmetric = symmetric || (a.address >= r.address && a.address < r.address + r.size);
+        if (symmetric) {
+            n.symmetricBytes += a.size;
+            ++n.symmetricAllocations;
+            continue;
+        }
+        auto source = m_sourceOfStack.find(a.stack);
+        if (source == m_sourceOfStack.end() || source->second != Source::Nccl)
+            continue;
+        const track::NcclWindow* only = nullptr;
+        bool several = false;
+        for (const track::NcclWindow& w : s.windows) {
+            if (a.timeNs < w.beginNs || a.timeNs > (w.endNs ? w.endNs : now) || row[w.comm] == SIZE_MAX)
+                continue;
+            several = several || (only && only->comm != w.comm);
+            only = only ? only : &w;
+        }
+        if (several)
+            n.sharedBytes += a.size;
+        else if (!only)
+            n.otherBytes += a.size;
+        else {
+            report::NcclCommunicator& c = n.communicators[row[only->comm]];
+            if (c.device < 0)  // made before the calling thread had a CUDA context: where its memory is
+                c.device = a.device;
+            (only->phase == track::NcclPhase::Init              ? c.initBytes
+             : only->phase == track::NcclPhase::FirstCollective ? c.firstCollectiveBytes
+                                                                : c.registrationBytes) += a.size;
+        }
+    }
+    m_r.nccl = std::move(n);
 }
 
 // What is paused: reservations with ranges unmapped while reserved, but PyTorch's own (its

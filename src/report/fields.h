@@ -40,7 +40,8 @@ inline constexpr int kRound6 = 6;  // the process's own device memory (devices[]
 inline constexpr int kRound7 = 7;  // counts of OOM episodes and failed allocations (capture)
 inline constexpr int kRound8 = 8;  // native frames' source file and line; paused VMM ranges;
                                    // a segment's PyTorch pool; the process's allocator settings;
-                                   // CUDA graphs' captures and the graphs using each pool
+                                   // CUDA graphs' captures and the graphs using each pool; NCCL's
+                                   // communicators and their memory
 
 // The timeline's `columns` and `rows`, and a step's site lists: the visitors' own business.
 template <class T>
@@ -209,6 +210,30 @@ OOMSCOPE_DESCRIBE(CudaGraphs)
     v("aborted", x.aborted, kFirst);
     v("live", x.live, kFirst);
     v("pools", x.pools, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(NcclCommunicator)
+{
+    v("handle", x.handle, kFirst);
+    v("id", x.id, kFirst);
+    v("parent", AbsentWhenEmpty{x.parent}, kFirst);
+    v("device", x.device, kFirst);
+    v("rank", x.rank, kFirst);
+    v("nranks", x.nranks, kFirst);
+    v("created_ns", x.createdNs, kFirst);
+    v("destroyed_ns", AbsentWhenEmpty{x.destroyedNs}, kFirst);
+    v("init_bytes", x.initBytes, kFirst);
+    v("first_collective_bytes", x.firstCollectiveBytes, kFirst);
+    v("registration_bytes", x.registrationBytes, kFirst);
+}
+
+OOMSCOPE_DESCRIBE(NcclMemory)
+{
+    v("communicators", x.communicators, kFirst);
+    v("symmetric_bytes", x.symmetricBytes, kFirst);
+    v("symmetric_allocations", x.symmetricAllocations, kFirst);
+    v("shared_bytes", x.sharedBytes, kFirst);
+    v("other_bytes", x.otherBytes, kFirst);
 }
 
 OOMSCOPE_DESCRIBE(RoleBytes)
@@ -447,6 +472,7 @@ OOMSCOPE_DESCRIBE(Report)
     v("pools", x.pools, kRound1);
     v("paused", AbsentWhenEmpty{x.paused}, kRound8);
     v("cuda_graphs", AbsentWhenEmpty{x.cudaGraphs}, kRound8);
+    v("nccl", AbsentWhenEmpty{x.nccl}, kRound8);
     v("sites", x.sites, kFirst);
     v("timeline", x.timeline, kFirst);
     v("steps", x.steps, kFirst);

@@ -205,6 +205,36 @@ struct CudaGraphs {
     bool operator==(const CudaGraphs&) const = default;
 };
 
+// Revision 8: NCCL's communicators (the NCCL hooks saw their init) and the live device memory
+// NCCL allocated for each: at its init (or split), at its first collective (buffers connected at
+// first use), at its registrations; its symmetric memory (ncclMemAlloc); what fell in the
+// windows of several communicators at once, or of none.
+struct NcclCommunicator {
+    uint64_t handle = 0;
+    std::string id;  // 16 hex digits, the same on every rank of the communicator
+    std::optional<uint64_t> parent;  // the handle it was split from
+    int64_t device = -1;
+    int64_t rank = -1;
+    int64_t nranks = 0;
+    uint64_t createdNs = 0;
+    std::optional<uint64_t> destroyedNs;
+    uint64_t initBytes = 0;
+    uint64_t firstCollectiveBytes = 0;
+    uint64_t registrationBytes = 0;
+
+    uint64_t bytes() const { return initBytes + firstCollectiveBytes + registrationBytes; }
+    bool operator==(const NcclCommunicator&) const = default;
+};
+struct NcclMemory {
+    std::vector<NcclCommunicator> communicators;
+    uint64_t symmetricBytes = 0;
+    uint64_t symmetricAllocations = 0;
+    uint64_t sharedBytes = 0;
+    uint64_t otherBytes = 0;
+
+    bool operator==(const NcclMemory&) const = default;
+};
+
 // A stream-ordered memory pool at the trigger (cuMemPoolGetAttribute). Key added after the
 // first v1 fixtures: absent in older reports, read as empty.
 struct Pool {
@@ -479,6 +509,7 @@ struct Report {
     std::vector<Pool> pools;
     std::vector<PausedRange> paused;  // revision 8: absent when none
     std::optional<CudaGraphs> cudaGraphs;  // revision 8: absent before the first capture
+    std::optional<NcclMemory> nccl;  // revision 8: absent unless NCCL's calls were seen
     std::vector<Site> sites;  // sorted by bytes, largest first
     Timeline timeline;
     std::vector<Step> steps;

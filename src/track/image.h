@@ -7,6 +7,7 @@
 #pragma once
 
 #include "track/event.h"
+#include "track/nccl_table.h"
 #include "report/model.h"
 
 #include <cstdint>
@@ -105,6 +106,7 @@ struct TrackImage {
     std::vector<LiveAllocation> live;
     std::vector<VmmMapping> mappings;
     std::vector<VmmPaused> paused;  // reservations with paused bytes (not from a flight file)
+    NcclState nccl;  // NCCL's communicators and their windows (not from a flight file)
     // Per device; empty when the producer kept none (a flight file before counters): the
     // builder then adds up `live`, and the peak is at least what is live.
     std::vector<DeviceCounters> counters;

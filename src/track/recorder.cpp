@@ -147,7 +147,10 @@ StackId Recorder::captureStack() noexcept
     while (skip < n && own(raw[skip]))
         ++skip;
     uint64_t* frames = raw + skip;
-    int count = n - skip;
+    int count = 0;
+    for (int i = skip; i < n; ++i)  // a wrapper that calls on (NCCL's: nccl_hooks.cpp) is no frame of the program
+        if (!own(raw[i]))
+            frames[count++] = raw[i];
     const int spliced = python ? PythonFrames::splice(frames, count, m_stackDepth, kPythonFramesMax) : -1;
     count = spliced >= 0 ? spliced : std::min(count, m_stackDepth);
     return m_stacks.intern(frames, uint32_t(count > 0 ? count : 0));
@@ -510,6 +513,7 @@ void Recorder::lockAllForFork() noexcept
     m_peakLock.lock();
     m_live.lockAll();
     m_vmm.lockForFork();
+    m_nccl.lockForFork();
     m_stacks.lockAll();
     if (m_flight)
         m_flight->lockForFork();
@@ -520,6 +524,7 @@ void Recorder::unlockAllAfterFork() noexcept
     if (m_flight)
         m_flight->unlockAfterFork();
     m_stacks.unlockAll();
+    m_nccl.unlockAfterFork();
     m_vmm.unlockAfterFork();
     m_live.unlockAll();
     m_peakLock.unlock();
@@ -531,6 +536,7 @@ void Recorder::unlockAllInChild() noexcept
     if (m_flight)
         m_flight->detachInChild();
     m_stacks.unlockAll();
+    m_nccl.unlockAfterFork();
     m_vmm.unlockAfterFork();
     m_live.unlockAll();
     m_peakLock.unlock();

@@ -23,6 +23,7 @@
 #include "track/stack_table.h"
 #include "track/step_sampler.h"
 #include "track/trigger_info.h"
+#include "track/nccl_table.h"
 #include "track/vmm_table.h"
 
 #include <atomic>
@@ -115,6 +116,8 @@ public:
     // Address space reserved (with the reserving stack, for what is later paused in it) and freed.
     void recordAddressReserve(ApiId api, int device, uint64_t address, uint64_t size) noexcept;
     void recordAddressFree(ApiId api, int device, uint64_t address, uint64_t size) noexcept;
+    // NCCL's communicators and the windows in which it allocated for them (nccl_table.h).
+    NcclTable& nccl() noexcept { return m_nccl; }
 
     // A stream-ordered pool the program allocated from explicitly: its statistics go into
     // every report.
@@ -201,6 +204,7 @@ private:
     RingBuffer m_ring;
     LiveMap m_live;
     VmmTable m_vmm;
+    NcclTable m_nccl;
     StackTable m_stacks;
     ApiNames m_apis;
     LiveCounters m_counters;

@@ -70,6 +70,7 @@ TrackImage Recorder::snapshot() const
     image.live = liveAllocations();
     image.mappings = m_vmm.mappings();
     image.paused = m_vmm.paused();
+    image.nccl = m_nccl.snapshot();
     image.counters = m_counters.snapshot();
     {
         // The compositions taken at the frees after a peak; a device whose peak grew since its

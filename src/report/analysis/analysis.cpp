@@ -209,6 +209,25 @@ std::vector<PoolBytes> bytesByPool(const Report& r, int64_t device)
     return out;
 }
 
+std::string describeCommunicator(const NcclCommunicator& c)
+{
+    std::string s = "communicator " + c.id.substr(0, 8);
+    if (c.rank >= 0 && c.nranks > 0)
+        s += " (rank " + std::to_string(c.rank) + " of " + std::to_string(c.nranks) + ")";
+    if (c.destroyedNs)
+        s += " (destroyed)";
+    s += " " + formatBytes(c.bytes());
+    std::string parts;
+    const auto part = [&](uint64_t bytes, const char* when) {
+        if (bytes)
+            parts += (parts.empty() ? ": " : ", ") + formatBytes(bytes) + " " + when;
+    };
+    part(c.initBytes, c.parent ? "at its split" : "at init");
+    part(c.firstCollectiveBytes, "at its first collective");
+    part(c.registrationBytes, "at registrations");
+    return s + parts;
+}
+
 std::string nativeLine(const Frame& f)
 {
     if (f.kind != Frame::Kind::Native || f.file.empty() || f.line == 0)

@@ -44,6 +44,10 @@ struct PoolBytes {
 };
 std::vector<PoolBytes> bytesByPool(const Report& report, int64_t device);
 
+// An NCCL communicator in a line: "communicator 1a2b3c4d (rank 0 of 2) 388.00 MiB: 200.00 MiB at
+// init, 188.00 MiB at its first collective".
+std::string describeCommunicator(const NcclCommunicator& c);
+
 // A native frame's source line as "file.cu:42" (the file's base name), "" when unknown.
 std::string nativeLine(const Frame& frame);
 

@@ -300,6 +300,40 @@ void compositionRules(const Report& r, std::vector<Diagnosis>& out)
                        kOptimizerRemedy});
 }
 
+// NCCL's part of outside_framework's remedy: the communicator that took the most on this
+// device and the variables that bound what it takes, by when it took it.
+std::string ncclRemedy(const Report& r, int64_t device)
+{
+    const NcclCommunicator* largest = nullptr;
+    size_t count = 0;
+    if (r.nccl)
+        for (const NcclCommunicator& c : r.nccl->communicators)
+            if (c.device == device && c.bytes()) {
+                ++count;
+                if (!largest || c.bytes() > largest->bytes())
+                    largest = &c;
+            }
+    std::string s = "NCCL: ";
+    if (largest) {
+        s += (count > 1 ? "of " + std::to_string(count) + " communicators, " : std::string()) + describeCommunicator(*largest) +
+             "; ";
+        if (largest->firstCollectiveBytes > largest->initBytes)
+            s += "what a communicator connects at its first collective grows with channels and peers: "
+                 "NCCL_MAX_NCHANNELS (or NCCL_MAX_CTAS), NCCL_BUFFSIZE (4 MiB per channel by default), "
+                 "NCCL_NVLS_ENABLE=0 bound it";
+        else
+            s += "NCCL_BUFFSIZE (4 MiB per channel by default), NCCL_MAX_NCHANNELS and NCCL_NVLS_ENABLE=0 bound its "
+                 "buffers";
+        if (count > 1)
+            s += "; destroy the communicators (process groups) no longer used: torch.distributed.destroy_process_group(group)";
+    } else {
+        s += "NCCL_BUFFSIZE (4 MiB per channel by default) and NCCL_NVLS_ENABLE=0 bound its buffers";
+    }
+    if (r.nccl && r.nccl->symmetricBytes)
+        s += "; " + formatBytes(r.nccl->symmetricBytes) + " of it is symmetric memory (ncclMemAlloc), sized by its owner";
+    return s;
+}
+
 void outsideRule(const Report& r, std::vector<Diagnosis>& out)
 {
     for (const MemoryRow& row : r.memory) {
@@ -325,8 +359,7 @@ void outsideRule(const Report& r, std::vector<Diagnosis>& out)
                 continue;
             const std::string sep = remedy.empty() ? "" : "; ";
             if (source == "nccl")
-                remedy += sep + "NCCL: NCCL_BUFFSIZE (4 MiB per channel by default) and NCCL_NVLS_ENABLE=0 bound its "
-                                "buffers";
+                remedy += sep + ncclRemedy(r, row.device);
             else if (source == "cublas")
                 remedy += sep + "cuBLAS: CUBLAS_WORKSPACE_CONFIG=:4096:8 bounds its workspaces";
             else if (source == "cudnn")

@@ -110,6 +110,10 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
                 << " (--device-limit): allocations past it were refused with the API's out-of-memory error\n";
         if (!sources.empty())
             out << "  device " << m.device << " by source:" << sources << "\n";
+        if (r.nccl)
+            for (const NcclCommunicator& c : r.nccl->communicators)
+                if (c.device == m.device && (c.bytes() || !c.destroyedNs))
+                    out << "  device " << m.device << " NCCL " << describeCommunicator(c) << "\n";
         if (m.byRole) {
             const RoleBytes& b = *m.byRole;
             const bool now = b.timeNs == r.trigger.timeNs;
@@ -142,6 +146,18 @@ void renderMemory(const Report& r, const Style& s, std::ostream& out)
                 out << ", reserved by " << stackLabel(r, r.findStack(*stack));
             out << "\n";
         }
+    }
+    if (r.nccl && (r.nccl->symmetricBytes || r.nccl->sharedBytes || r.nccl->otherBytes)) {
+        const NcclMemory& n = *r.nccl;
+        out << "  NCCL also:";
+        if (n.symmetricBytes)
+            out << "  symmetric memory (ncclMemAlloc) " << formatBytes(n.symmetricBytes) << " in "
+                << n.symmetricAllocations << (n.symmetricAllocations == 1 ? " allocation" : " allocations");
+        if (n.sharedBytes)
+            out << "  shared by communicators set up together " << formatBytes(n.sharedBytes);
+        if (n.otherBytes)
+            out << "  outside its communicators' calls " << formatBytes(n.otherBytes);
+        out << "\n";
     }
     if (r.atFirstFailure) {
         for (const MemoryRow& m : *r.atFirstFailure) {

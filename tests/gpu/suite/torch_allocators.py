@@ -173,7 +173,8 @@ def scenario_nccl_world1(ctx):
     facts = t.load(facts_path)
     check(facts["sum"] == 1.0, f"all_reduce of world size 1 gave {facts['sum']}")
     text = "".join(open(p).read() for p in glob.glob(os.path.join(out, "nccl.*.log")))
-    sizes = [int(x) for x in re.findall(r"Cuda Alloc Size (\d+)", text)]
+    first = text[:facts["log_offset"]] if facts.get("log_offset") else text  # the log up to the first report
+    sizes = [int(x) for x in re.findall(r"Cuda Alloc Size (\d+)", first)]
     granule = 2 * MiB
     nccl_own = sum((x + granule - 1) // granule * granule for x in sizes)
     rep = t.load(facts["report"])
@@ -184,9 +185,33 @@ def scenario_nccl_world1(ctx):
     growth = facts["driver_growth"] - facts["torch_growth"]
     check(growth >= nccl, f"the driver's growth {growth / MiB:.1f} MiB is below nccl's {nccl / MiB:.1f} MiB")
     kernels = re.search(r"kernels ([0-9.]+)", text)
+    # By communicator: every NCCL byte named (a communicator's phase, symmetric, shared, other),
+    # the world's own at its init.
+    named = rep.get("nccl", {})
+    comms = named.get("communicators", [])
+    check(len(comms) == 1 and comms[0]["rank"] == 0 and comms[0]["nranks"] == 1 and comms[0]["device"] == 0,
+          f"communicators after the first all_reduce: {comms}")
+    total = lambda n: (sum(c["init_bytes"] + c["first_collective_bytes"] + c["registration_bytes"]
+                           for c in n["communicators"]) + n["symmetric_bytes"] + n["shared_bytes"] + n["other_bytes"])
+    check(total(named) == nccl, f"NCCL by communicator {total(named)} != by source {nccl}: {named}")
+    world = comms[0]
+    check(world["init_bytes"] > 0 and named["other_bytes"] == 0, f"world {world}, other {named['other_bytes']}")
+    groups = t.load(facts["report_groups"])
+    two = groups["nccl"]
+    nccl_two = t.memory_row(groups, 0)["by_source"].get("nccl", 0)
+    check(total(two) == nccl_two, f"two groups: by communicator {total(two)} != by source {nccl_two}: {two}")
+    check(len(two["communicators"]) == 2, f"communicators with the second group: {two['communicators']}")
+    second = [c for c in two["communicators"] if c["handle"] != world["handle"]][0]
+    if "symmetric_pool" in facts:
+        check(two["symmetric_bytes"] >= 64 * MiB and two["symmetric_allocations"] >= 1, f"symmetric {two}")
     return (f"nccl {nccl / MiB:.1f} MiB by source == NCCL's own log ({len(sizes)} allocations in 2 MiB granules); the "
             f"driver's growth around init + first all_reduce {growth / MiB:.1f} MiB: the residue "
-            f"{(growth - nccl) / MiB:.1f} MiB is the kernels NCCL loads at init ({kernels.group(1) if kernels else '?'} s)")
+            f"{(growth - nccl) / MiB:.1f} MiB is the kernels NCCL loads at init ({kernels.group(1) if kernels else '?'} s); "
+            f"by communicator: world {world['init_bytes'] / MiB:.1f} MiB at init + {world['first_collective_bytes'] / MiB:.1f} "
+            f"at its first all_reduce, == by source; with new_group: second {second['init_bytes'] / MiB:.1f} MiB at "
+            f"{'split' if second.get('parent') else 'init'} + {second['first_collective_bytes'] / MiB:.1f} at first, "
+            f"symmetric {two['symmetric_bytes'] / MiB:.1f} MiB ({facts.get('symmetric_error', 'ncclMemAlloc pool')}), "
+            f"shared {two['shared_bytes'] / MiB:.1f}, other {two['other_bytes'] / MiB:.1f}")
 
 
 

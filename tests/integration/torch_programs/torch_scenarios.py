@@ -216,6 +216,30 @@ def main():
         except torch.OutOfMemoryError:
             facts["caught"] = True
         del a, b, first, second
+    elif mode == "nccl":
+        # A communicator through ctypes (vLLM's PyNccl reaches libnccl.so.2 so), its first
+        # all-reduce, then an OOM in PyTorch's pool.
+        import ctypes
+        import os
+
+        class UniqueId(ctypes.Structure):
+            _fields_ = [("internal", ctypes.c_byte * 128)]
+
+        nccl = ctypes.CDLL(os.path.join(os.environ["FAKECUDA_LIB"], "libnccl.so.2"))
+        nccl.ncclCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, UniqueId, ctypes.c_int]
+        nccl.ncclAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_void_p, ctypes.c_void_p]
+        uid = UniqueId()
+        assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0
+        comm = ctypes.c_void_p()
+        assert nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) == 0
+        weights = allocate_weights(300)
+        assert nccl.ncclAllReduce(None, None, 0, 7, 0, comm, None) == 0
+        try:
+            grow_activations(700)
+        except torch.OutOfMemoryError:
+            facts["caught"] = True
+        del weights
     elif mode == "maxsplit":
         # Each step a larger temporary than the last: the cache keeps the old segments and takes a
         # new one, so reserved memory grows step after step while one tensor is allocated at a time.
