@@ -344,6 +344,10 @@ void Builder::addStacks()
                 continue;
             }
             const ResolvedFrame resolved = symbolizer.resolve(pc);
+            // A wrapper of ours that calls on (NCCL's, nccl_hooks.cpp) is no frame of the
+            // program: dropped here, not on the hot path (the capture cuts only the top).
+            if (resolved.module >= 0 && report::isOwnModule(symbolizer.modules()[size_t(resolved.module)].path))
+                continue;
             report::Frame frame;
             frame.offset = resolved.offset;
             frame.symbol = resolved.symbol;

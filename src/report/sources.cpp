@@ -25,6 +25,11 @@ bool isCudaModule(const std::string& path)
            startsWith(base, "liboomscope") || startsWith(base, "libcupti") || startsWith(base, "libffi") || startsWith(base, "_ctypes");
 }
 
+bool isOwnModule(const std::string& path)
+{
+    return startsWith(baseName(path), "liboomscope");
+}
+
 Source classifySource(const std::string& path)
 {
     // By the library's own name first: wheels put libcublas & co. under any prefix (a venv

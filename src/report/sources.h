@@ -14,6 +14,8 @@ namespace oomscope::report {
 // True for modules that only carry a call into CUDA: CUDA itself (libcuda, libcudart),
 // oomscope, and foreign-function layers (libffi, ctypes). Frames to look past.
 bool isCudaModule(const std::string& path);
+// oomscope's own preload (liboomscope.so): its frames are no frame of the program.
+bool isOwnModule(const std::string& path);
 
 // torch, nccl, cublas, cudnn, jax, cupy or other, by a shared object's path.
 Source classifySource(const std::string& modulePath);

@@ -147,10 +147,7 @@ StackId Recorder::captureStack() noexcept
     while (skip < n && own(raw[skip]))
         ++skip;
     uint64_t* frames = raw + skip;
-    int count = 0;
-    for (int i = skip; i < n; ++i)  // a wrapper that calls on (NCCL's: nccl_hooks.cpp) is no frame of the program
-        if (!own(raw[i]))
-            frames[count++] = raw[i];
+    int count = n - skip;
     const int spliced = python ? PythonFrames::splice(frames, count, m_stackDepth, kPythonFramesMax) : -1;
     count = spliced >= 0 ? spliced : std::min(count, m_stackDepth);
     return m_stacks.intern(frames, uint32_t(count > 0 ? count : 0));
