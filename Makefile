@@ -129,11 +129,15 @@ fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOOMSCOPE_FUZZ=ON \
 	  -DOOMSCOPE_BUILD_CUDA_EXAMPLES=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined" \
 	  "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" >/dev/null
-	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_report fuzz_check_args fuzz_flight
-	mkdir -p $(BUILD)-fuzz/corpus-report $(BUILD)-fuzz/corpus-check-args $(BUILD)-fuzz/corpus-flight
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_report fuzz_check_args fuzz_flight fuzz_job fuzz_metrics fuzz_redact
+	mkdir -p $(BUILD)-fuzz/corpus-report $(BUILD)-fuzz/corpus-check-args $(BUILD)-fuzz/corpus-flight \
+	  $(BUILD)-fuzz/corpus-job $(BUILD)-fuzz/corpus-metrics $(BUILD)-fuzz/corpus-redact
 	$(BUILD)-fuzz/bin/fuzz_report -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)-fuzz/corpus-report tests/fuzz/corpus tests/fixtures/v1
 	$(BUILD)-fuzz/bin/fuzz_check_args -max_total_time=$(FUZZ_SECONDS) $(BUILD)-fuzz/corpus-check-args tests/fuzz/corpus-check-args
 	$(BUILD)-fuzz/bin/fuzz_flight -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)-fuzz/corpus-flight tests/fuzz/corpus-flight
+	$(BUILD)-fuzz/bin/fuzz_job -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)-fuzz/corpus-job tests/fuzz/corpus-job tests/fixtures/v1
+	$(BUILD)-fuzz/bin/fuzz_metrics -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)-fuzz/corpus-metrics tests/fuzz/corpus-flight
+	$(BUILD)-fuzz/bin/fuzz_redact -max_total_time=$(FUZZ_SECONDS) $(BUILD)-fuzz/corpus-redact tests/fuzz/corpus-redact
 
 # Under TSan as under ASan: the preload, the fake CUDA and the test programs are TSan builds and
 # the TSan runtime comes first in every LD_PRELOAD. A data race makes TSan end the process with

@@ -24,4 +24,16 @@ std::string absolute(const std::string& path); // against the working directory;
 // The folder of the shared object (or executable) that holds `symbol`, from dladdr; "" when unknown.
 std::string moduleDirectory(const void* symbol);
 
+// Files only their owner reads (docs/environment.md): reports are created with mode 0600, or
+// OOMSCOPE_REPORT_MODE (octal, at least u+rw, at most 0777; the umask applies as to any
+// file); flight files 0600 (they hold what a process's memory map shows); folders oomscope
+// makes 0700, with r-x for group and others where the report mode gives them read.
+unsigned reportMode();
+unsigned folderMode();
+// Makes a folder and its missing parents with folderMode(); true when it exists after.
+bool makeFolders(const std::string& path);
+// "" when oomscope may write into dir; else one line that says why not: a folder that others
+// may write into without the sticky bit (anyone there could replace or plant a file).
+std::string unsafeFolder(const std::string& dir);
+
 } // namespace oomscope::common

@@ -79,7 +79,7 @@ bool readHeader(const unsigned char* data, size_t bytes, flight::Header* h, std:
         *error = "flight-recorder file from an incompatible oomscope (record sizes differ)";
         return false;
     }
-    if (!powerOfTwo(h->ringCapacity) || h->ringCapacity > (uint64_t(1) << 32) ||
+    if (bytes < flight::kHeaderBytes || !powerOfTwo(h->ringCapacity) || h->ringCapacity > (uint64_t(1) << 32) ||
         !inside(bytes, h->ringOffset, h->ringCapacity * flight::kSlotBytes) ||
         !inside(bytes, h->journalOffset, h->journalBytes) || !inside(bytes, h->liveOffset, h->liveBytes) ||
         (h->vmmOffset != 0 && (h->vmmCapacity > (uint64_t(1) << 32) ||
@@ -714,7 +714,9 @@ bool readFlightFile(const std::string& path, TrackImage* image, std::string* err
     const bool live = how.live;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        *error = "cannot open " + path + ": " + std::strerror(errno);
+        const int e = errno;
+        *error = "cannot open " + path + ": " + std::strerror(e) +
+                 (e == EACCES ? " (a flight file is its owner's alone: run as that user)" : "");
         return false;
     }
     struct stat st {};

@@ -63,6 +63,8 @@ template <class T>
 struct AbsentWhenEmpty {
     T& value;
 };
+template <class T>
+AbsentWhenEmpty(T&) -> AbsentWhenEmpty<T>;  // clang before 17 deduces no aggregate's arguments
 
 // What a visitor tells apart among member types.
 template <class T>
@@ -156,6 +158,7 @@ OOMSCOPE_DESCRIBE(Process)
     v("run_id", AbsentWhenEmpty{x.runId}, kRound3);
     v("slurm_job_id", AbsentWhenEmpty{x.slurmJobId}, kRound3);
     v("allocator_config", AbsentWhenEmpty{x.allocatorConfig}, kRound8);
+    v("redacted_values", AbsentWhenEmpty{x.redactedValues}, kRound8);
 }
 
 OOMSCOPE_DESCRIBE(Device)

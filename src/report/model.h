@@ -49,7 +49,7 @@ struct Process {
     int64_t pid = 0;
     int64_t ppid = 0;
     std::string hostname;
-    std::vector<std::string> cmdline;
+    std::vector<std::string> cmdline;  // values that look like secrets are "<redacted>" (common/redact.h)
     std::string cwd;
     uint64_t startUnixNs = 0;
     uint64_t startNs = 0;  // CLOCK_MONOTONIC at start: subtract from time_ns for "seconds in"
@@ -63,6 +63,8 @@ struct Process {
     std::optional<std::string> slurmJobId;  // SLURM_JOB_ID
     // PyTorch's allocator settings (revision 8): PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF.
     std::optional<std::string> allocatorConfig;
+    // How many values of the command line were redacted (revision 8; absent when none).
+    uint64_t redactedValues = 0;
 
     bool operator==(const Process&) const = default;
 };

@@ -1,5 +1,7 @@
 #include "report/report_file.h"
 
+#include "common/paths.h"
+
 #include "report/json_writer.h"
 
 #include <atomic>
@@ -87,7 +89,11 @@ WriteResult writeAtomically(const std::string& dir, const std::string& stem, con
     const std::string base = (dir.empty() ? std::string(".") : dir) + "/";
     const std::string temp = base + "." + stem + ".tmp." + std::to_string(getpid()) + "." +
                              std::to_string(g_tempCounter.fetch_add(1));
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (const std::string unsafe = common::unsafeFolder(dir); !unsafe.empty()) {
+        result.error = unsafe;
+        return result;
+    }
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, common::reportMode());
     if (fd < 0) {
         result.error = "cannot create " + temp + ": " + std::strerror(errno);
         return result;

@@ -1,5 +1,7 @@
 #include "track/flight_writer.h"
 
+#include "common/paths.h"
+
 #include "track/config.h"
 #include "track/process_info.h"
 
@@ -140,6 +142,10 @@ FlightFile* FlightFile::create(size_t ringCapacity) noexcept
         return nullptr;
     FlightFile* f = nullptr;
     try {
+        if (const std::string unsafe = common::unsafeFolder(config.outputDir); !unsafe.empty()) {
+            dprintf(2, "oomscope: %s\n", unsafe.c_str());  // refused, not a notice: OOMSCOPE_QUIET keeps it
+            return nullptr;
+        }
         f = createAt(flightPath(config, currentProcess()), ringCapacity);
     } catch (...) {
         return nullptr;

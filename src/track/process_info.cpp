@@ -1,5 +1,7 @@
 #include "track/process_info.h"
 
+#include "common/redact.h"
+
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -97,6 +99,7 @@ report::Process currentProcess()
     std::string arg;
     while (std::getline(in, arg, '\0'))
         p.cmdline.push_back(arg);
+    p.redactedValues = common::Redactor::fromEnvironment().arguments(p.cmdline);
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof(cwd)))
         p.cwd = cwd;

@@ -116,12 +116,7 @@ std::string selfDir()
 
 bool makeDirs(const std::string& path)
 {
-    if (isDir(path))
-        return true;
-    const std::string parent = dirName(path);
-    if (parent != path && !parent.empty() && parent != "/" && !makeDirs(parent))
-        return false;
-    return mkdir(path.c_str(), 0755) == 0 || errno == EEXIST;
+    return common::makeFolders(path);  // 0700 unless OOMSCOPE_REPORT_MODE shares the reports
 }
 
 std::set<std::string> reportsIn(const std::string& dir)

@@ -2,6 +2,8 @@
 // on this machine (the check usually runs where the program ran).
 #include "command.h"
 
+#include "common/redact.h"
+
 #include <fstream>
 #include <map>
 #include <memory>
@@ -18,8 +20,10 @@ report::SourceLine sourceReader()
             std::vector<std::string> lines;
             std::ifstream in(file);
             std::string text;
-            while (in && lines.size() < 1000000 && std::getline(in, text))
+            while (in && lines.size() < 1000000 && std::getline(in, text)) {
+                common::Redactor::fromEnvironment().text(text);  // quoted in verdicts: no secrets
                 lines.push_back(text);
+            }
             it = cache->emplace(file, std::move(lines)).first;
         }
         return line >= 1 && line <= it->second.size() ? it->second[line - 1] : std::string();

@@ -207,7 +207,9 @@ void Replay::addMarkers()
         for (const Step& s : m_r.steps) {
             if (!inside(s.timeNs))
                 continue;
-            const bool here = std::any_of(s.devices.begin(), s.devices.end(), [&](const StepDevice& sd) { return sd.device == index; });
+            const int64_t device = index;  // a copy: clang before 16 captures no structured binding
+            const bool here = std::any_of(s.devices.begin(), s.devices.end(),
+                                          [&](const StepDevice& sd) { return sd.device == device; });
             if (!here)
                 continue;
             steps.push_back({TimeMarker::Kind::Step, s.timeNs, std::string(enumName(s.source)) + " " + std::to_string(s.index)});

@@ -146,6 +146,11 @@ public:
                 logError("metrics: " + error);
                 return kExitUsage;
             }
+            report::Report probe;  // a file named outright must be a flight file this user may read
+            if (!common::isDir(t) && !interpret::snapshotReport(path, &probe, &error, 0)) {
+                logError("metrics: " + error);
+                return kExitUsage;
+            }
         }
         if (m_once && !m_listen.empty()) {
             logError("metrics: --once goes with --textfile (or alone: stdout), not with --listen");

@@ -131,6 +131,10 @@ int RunCommand::run()
         logError("run: cannot create the output folder " + outputDir + ": " + std::strerror(errno));
         return kExitUsage;
     }
+    if (const std::string unsafe = common::unsafeFolder(outputDir); !unsafe.empty()) {
+        logError("run: " + unsafe);
+        return kExitUsage;
+    }
     if (m_deviceLimit) {
         uint64_t limits[64];
         if (!common::parseDeviceLimitList(m_deviceLimit->c_str(), limits, 64)) {
