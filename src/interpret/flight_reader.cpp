@@ -334,7 +334,9 @@ void readFacts(const Copies& c, const flight::Header& h, TrackImage* image)
     }
     const uint64_t head = facts.stepHead;
     const uint64_t capacity = h.stepCapacity;
-    for (uint64_t index = head > capacity ? head - capacity + 1 : 1; head != 0 && index <= head; ++index) {
+    // A count, not `index <= head`: a damaged head of 2^64 − 1 would wrap the index and never end.
+    const uint64_t kept = std::min(head, capacity);
+    for (uint64_t k = 0, index = head - kept + 1; k < kept; ++k, ++index) {
         flight::StepRecord r;
         const uint64_t at = h.stepsOffset + ((index - 1) % capacity) * flight::kStepRecordBytes;
         if (!readSeqRecord(c, at, &r) || r.index != index || r.epoch != facts.stepEpoch)
