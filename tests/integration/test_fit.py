@@ -30,6 +30,12 @@ def test_predicts_the_exact_largest_size(build, tmp_path):
     assert out["predicted_bytes"] == (32 + 100 + 29 * 30) << 20
     assert out["margin_bytes"] == (1024 - 32 - 100 - 29 * 30) << 20
     assert out["largest_measured_size"] == 7
+    # The model against each run it was fitted to: by source, and its residual (exact here).
+    for s in out["sizes"]:
+        assert s["measured_bytes"] == s["peak_bytes"] == (100 + 30 * s["size"]) << 20, s
+        assert s["predicted_bytes"] == s["measured_bytes"] and abs(s["relative_residual"]) < 1e-9
+        assert sum(s["measured_by_source"].values()) == s["measured_bytes"]
+        assert sum(s["predicted_by_source"].values()) == s["predicted_bytes"]
     text = fit(build, tmp_path / "text")
     assert "Largest size that fits device 0 (1.00 GiB): 29" in text.stdout, text.stdout + text.stderr
     assert "the largest size measured" not in text.stdout  # 29 is within 8x of 7
@@ -63,8 +69,13 @@ def test_the_size_from_the_environment_and_verify(build, tmp_path):
     p = fit(build, tmp_path, "--verify", command=("env",))
     assert p.returncode == 0, p.stdout + p.stderr
     assert ": 29" in p.stdout
-    assert "verify: size 29 fits" in p.stdout and "verify: size 30 runs out of memory" in p.stdout
+    assert "verify: size 29 fits (peak 970.00 MiB, the model's 970.00 MiB, +0.0 %)" in p.stdout, p.stdout
+    assert "verify: size 30 runs out of memory" in p.stdout
     assert "the prediction holds" in p.stdout
+    j = fit(build, tmp_path / "json", "--verify", "--format", "json", command=("env",))
+    verify = json.loads(j.stdout)["verify"]
+    assert verify[0]["size"] == 29 and verify[0]["measured_bytes"] == verify[0]["predicted_bytes"] == 970 << 20
+    assert "measured_bytes" not in verify[1]  # size 30 ran out of memory: nothing measured to compare
 
 
 def test_for_a_smaller_card(build, tmp_path):
@@ -101,7 +112,7 @@ def test_a_run_that_recovers_from_an_out_of_memory_fits(build, tmp_path):
     p = fit(build, tmp_path, "--verify", command=("recovers", "{}"))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "Largest size that fits device 0 (1.00 GiB): 27" in p.stdout, p.stdout
-    assert "verify: size 27 fits\n" in p.stdout
+    assert "verify: size 27 fits (peak " in p.stdout  # without its workspace: below the model's
     assert "verify: size 28 fits (after 1 out-of-memory episode it recovered from: " in p.stdout, p.stdout
     assert "the prediction holds, conservatively" in p.stdout
 
@@ -117,8 +128,31 @@ def test_out_of_memory_at_a_measured_size_still_predicts(build, tmp_path):
 
 def test_a_command_that_ignores_the_size_is_told(build, tmp_path):
     p = fit(build, tmp_path, command=("constant",))
-    assert p.returncode == 2
+    assert p.returncode == 3
     assert "does not change with the size" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert "No answer" in p.stdout and "Largest size" not in p.stdout
+
+
+def test_runs_the_model_does_not_explain_give_no_answer(build, tmp_path):
+    # Fail closed: a peak in steps (no line or parabola reproduces the runs within 5 %), a peak
+    # that shrinks as the size grows: which runs and why, no size, status 3.
+    steps = fit(build, tmp_path / "steps", "--format", "json", command=("steps", "{}"))
+    assert steps.returncode == 3, steps.stderr
+    out = json.loads(steps.stdout)
+    assert "largest_size" not in out and "predicted_bytes" not in out
+    assert out["refused"] and all(why.startswith("size ") and "more than 5 %" in why for why in out["refused"]), out
+    assert [why.split(":")[0] for why in out["refused"]] == ["size 1", "size 2"], out["refused"]
+    at = {s["size"]: s for s in out["sizes"]}
+    assert at[4]["measured_bytes"] == (100 + 120 + 300) << 20 and at[1]["relative_residual"] < -0.05
+    assert "no answer: size" in steps.stderr and len(steps.stderr.strip().splitlines()) == 1
+    text = fit(build, tmp_path / "steps-text", command=("steps", "{}"))
+    assert text.returncode == 3 and "No answer: the runs are not explained by the model" in text.stdout
+    assert "Largest size" not in text.stdout
+    shrinks = fit(build, tmp_path / "shrinks", "--format", "json", command=("shrinks", "{}"))
+    assert shrinks.returncode == 3, shrinks.stderr
+    refused = json.loads(shrinks.stdout)["refused"]
+    assert refused and all("the peak shrinks as the size grows" in why for why in refused), refused
+    assert "largest_size" not in json.loads(shrinks.stdout)
 
 
 def test_a_command_that_fails_otherwise_gets_no_prediction(build, tmp_path):

@@ -19,6 +19,7 @@ namespace oomscope::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFindings = 1;
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnexplained = 3;  // fit: the runs do not explain themselves, no answer
 
 class Command {
 public:

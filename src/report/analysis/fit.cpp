@@ -2,9 +2,11 @@
 
 #include "report/model.h"
 #include "report/analysis/memory_over_time.h"
+#include "report/format.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace oomscope::report {
 namespace {
@@ -266,6 +268,59 @@ FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting)
         any = true;
     }
     return p;
+}
+
+std::vector<FitResidual> fitResiduals(const FitPrediction& p, const std::vector<const FitTrial*>& fitting)
+{
+    std::vector<FitResidual> out;
+    for (const FitTrial* t : fitting) {
+        auto it = t->peaks.find(p.device);
+        if (it == t->peaks.end())
+            continue;
+        FitResidual r;
+        r.size = t->size;
+        r.measured = it->second.bytes;
+        for (const auto& [s, b] : r.measured)
+            r.measuredBytes += b;
+        r.predictedBytes = predictPeak(p.model, t->size, &r.predicted);
+        r.relative = r.measuredBytes ? (double(r.predictedBytes) - double(r.measuredBytes)) / double(r.measuredBytes) : 0;
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::vector<std::string> unexplainedRuns(const std::vector<const FitTrial*>& fitting,
+                                         const std::vector<FitResidual>& residuals, int64_t device)
+{
+    std::vector<std::string> why;
+    for (size_t i = 1; i < fitting.size(); ++i) {
+        const uint64_t before = trialPeakOn(*fitting[i - 1], device), now = trialPeakOn(*fitting[i], device);
+        if (now + kResidualFloor < before)
+            why.push_back("the peak shrinks as the size grows: " + formatBytes(now) + " at size " +
+                          std::to_string(fitting[i]->size) + ", " + formatBytes(before) + " at size " +
+                          std::to_string(fitting[i - 1]->size) + " (the size is not what the program's memory follows)");
+    }
+    if (!why.empty())
+        return why;
+    if (!peakChangesWithSize(fitting)) {
+        why.push_back("the peak does not change with the size (" + formatBytes(trialPeakOn(*fitting.front(), device)) +
+                      " at size " + std::to_string(fitting.front()->size) + ", " +
+                      formatBytes(trialPeakOn(*fitting.back(), device)) + " at size " +
+                      std::to_string(fitting.back()->size) + "): does the command use {} or read OOMSCOPE_FIT_SIZE?");
+        return why;
+    }
+    for (const FitResidual& r : residuals) {
+        const double off = std::abs(double(r.predictedBytes) - double(r.measuredBytes));
+        if (off > std::max(kResidualBound * double(r.measuredBytes), double(kResidualFloor))) {
+            char pct[32];
+            std::snprintf(pct, sizeof(pct), "%+.1f %%", 100.0 * r.relative);
+            why.push_back("size " + std::to_string(r.size) + ": measured " + formatBytes(r.measuredBytes) +
+                          ", the model gives " + formatBytes(r.predictedBytes) + " (" + pct +
+                          ", more than 5 %): the peak is not a line or a parabola in the size (a cache or a "
+                          "workspace that changes in steps?); measure around the size you need with --sizes");
+        }
+    }
+    return why;
 }
 
 bool roomForTogether(const std::vector<uint64_t>& sizes, const std::vector<FitTrial>& trials)

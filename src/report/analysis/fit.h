@@ -107,6 +107,26 @@ struct FitPrediction {
 };
 FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting);
 
+// The model against its own runs, on the binding device: each measured run's peak by source
+// and the model's at its size (the context left out of both), and the relative residual.
+struct FitResidual {
+    uint64_t size = 0;
+    std::map<Source, uint64_t> measured, predicted;
+    uint64_t measuredBytes = 0, predictedBytes = 0;
+    double relative = 0;  // (predicted − measured) / measured
+};
+std::vector<FitResidual> fitResiduals(const FitPrediction& prediction, const std::vector<const FitTrial*>& fitting);
+
+// Fail closed: the runs must explain themselves before a size is given. The model has to
+// reproduce every run it was fitted to within the error the answer is held to at any size (5 %
+// of the run's peak, docs/commands/fit.md; 4 MiB at least: two of PyTorch's 2 MiB rounding
+// granules), no run's peak may be below a smaller size's (beyond the same 4 MiB), and the peak
+// must move with the size. Each reason names its runs; empty when they explain themselves.
+inline constexpr double kResidualBound = 0.05;
+inline constexpr uint64_t kResidualFloor = uint64_t(4) << 20;
+std::vector<std::string> unexplainedRuns(const std::vector<const FitTrial*>& fitting,
+                                         const std::vector<FitResidual>& residuals, int64_t device);
+
 // Whether the device has room for runs at all of `sizes` at once, by the runs so far (their
 // tracked peaks, a quarter to spare, the context each).
 bool roomForTogether(const std::vector<uint64_t>& sizes, const std::vector<FitTrial>& trials);

@@ -29,6 +29,38 @@ bool anyTorchAllocated(const std::vector<FitTrial>& trials)
     return std::any_of(trials.begin(), trials.end(), [](const FitTrial& t) { return t.torchAllocated; });
 }
 
+const FitResidual* residualAt(const std::vector<FitResidual>& residuals, uint64_t size)
+{
+    for (const FitResidual& r : residuals)
+        if (r.size == size)
+            return &r;
+    return nullptr;
+}
+
+// The measured peak and the model's at a size, by source, and the relative residual.
+void writeResidual(JsonOut& w, const FitResidual& r)
+{
+    const auto bySource = [&](const char* key, const std::map<Source, uint64_t>& bytes) {
+        w.key(key);
+        w.beginObject();
+        for (const auto& [s, b] : bytes)
+            w.key(std::string(enumName(s)).c_str()), w.value(b);
+        w.endObject();
+    };
+    w.key("measured_bytes"), w.value(r.measuredBytes);
+    w.key("predicted_bytes"), w.value(r.predictedBytes);
+    w.key("relative_residual"), w.value(r.relative);
+    bySource("measured_by_source", r.measured);
+    bySource("predicted_by_source", r.predicted);
+}
+
+std::string percent(double relative)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%+.1f %%", 100.0 * relative);
+    return buf;
+}
+
 } // namespace
 
 void renderFitJson(const FitOutcome& o, std::ostream& out)
@@ -44,6 +76,8 @@ void renderFitJson(const FitOutcome& o, std::ostream& out)
         w.key("fits"), w.value(t.fits);
         w.key("oom_reports"), w.value(t.oomReports);
         w.key("peak_bytes"), w.value(trialPeakOn(t, p.device));
+        if (const FitResidual* r = residualAt(o.residuals, t.size))
+            writeResidual(w, *r);
         w.endObject();
     }
     w.endArray();
@@ -79,6 +113,16 @@ void renderFitJson(const FitOutcome& o, std::ostream& out)
         w.endObject();
     }
     w.endObject();
+    if (!o.refused.empty()) {  // fail closed: why, and no size
+        w.key("refused");
+        w.beginArray();
+        for (const std::string& why : o.refused)
+            w.value(why);
+        w.endArray();
+        w.endObject();
+        out << w.buffer() << "\n";
+        return;
+    }
     w.key("largest_size"), w.value(p.largest);
     w.key("largest_measured_size"), w.value(largestMeasured(o.trials));
     w.key("largest_size_by_tracked_peak"), w.value(p.largestByTracked);
@@ -98,6 +142,8 @@ void renderFitJson(const FitOutcome& o, std::ostream& out)
             w.key("size"), w.value(t.size);
             w.key("fits"), w.value(t.fits);
             w.key("oom_reports"), w.value(t.oomReports);
+            if (const FitResidual* r = residualAt(o.verified, t.size))
+                writeResidual(w, *r);
             w.endObject();
         }
         w.endArray();
@@ -126,9 +172,13 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
     out.precision(precision);
     if (trials.back().outOfMemory())
         out << "; out of memory at size " << trials.back().size;
-    out << "\n\n  size  peak on device " << p.device << "\n";
-    for (const FitTrial& t : trials)
-        out << "  " << t.size << "     " << (t.fits ? formatBytes(trialPeakOn(t, p.device)) : "out of memory") << "\n";
+    out << "\n\n  size  peak on device " << p.device << "  the model's  residual\n";
+    for (const FitTrial& t : trials) {
+        out << "  " << t.size << "     " << (t.fits ? formatBytes(trialPeakOn(t, p.device)) : "out of memory");
+        if (const FitResidual* r = residualAt(o.residuals, t.size))
+            out << "  " << formatBytes(r->predictedBytes) << "  " << percent(r->relative);
+        out << "\n";
+    }
     if (anyTorchAllocated(trials))
         out << "  (torch: the most PyTorch allocated at once; its cache is given back when the device is full)\n";
     out << "\n  model, per source:";
@@ -136,6 +186,12 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
         out << "  " << enumName(s) << " " << formatBytes(uint64_t(std::max(0.0, m.a))) << " + "
             << formatBytes(uint64_t(std::max(0.0, m.b))) << "·size"
             << (m.quadratic ? " + " + formatBytes(uint64_t(m.c)) + "·size²" : "");
+    if (!o.refused.empty()) {
+        out << "\n\nNo answer: the runs are not explained by the model, so no size is given:\n";
+        for (const std::string& why : o.refused)
+            out << "  " << why << "\n";
+        return;
+    }
     out << "\n\nLargest size that fits device " << p.device << " (" << formatBytes(p.capacity)
         << (o.deviceLimit ? ", --device-limit" : "") << "): " << p.largest << "\n";
     if (p.largest > 0) {
@@ -159,9 +215,14 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
     if (p.largest > 8 * measured && p.verified.empty())
         out << "  (" << p.largest / measured << "x the largest size measured: --verify runs it, or measure "
             << "closer with --sizes)\n";
-    for (const FitTrial& t : p.verified)
+    for (const FitTrial& t : p.verified) {
         out << "verify: size " << t.size << (t.fits ? " fits" : t.outOfMemory() ? " runs out of memory" : " fails")
-            << (t.fits && t.oomReports ? recovered(t) : "") << "\n";
+            << (t.fits && t.oomReports ? recovered(t) : "");
+        if (const FitResidual* r = residualAt(o.verified, t.size); r && t.fits)
+            out << " (peak " << formatBytes(r->measuredBytes) << ", the model's " << formatBytes(r->predictedBytes) << ", "
+                << percent(r->relative) << ")";
+        out << "\n";
+    }
     if (!p.verified.empty())
         out << (!p.verified[0].fits   ? "verify: the prediction does NOT hold\n"
                 : p.verified[1].fits ? "verify: the prediction holds, conservatively (the next size fits too)\n"

@@ -19,6 +19,9 @@ struct FitOutcome {
     std::vector<uint64_t> reruns;               // sizes run again alone
     double seconds = 0, verifySeconds = 0;
     bool deviceLimit = false;  // --device-limit given: the capacity is the limit's
+    std::vector<FitResidual> residuals;  // the model at each run it was fitted to
+    std::vector<FitResidual> verified;   // --verify: the model at the answer and the next size
+    std::vector<std::string> refused;    // why the runs do not explain themselves: no answer
 };
 
 void renderFitText(const FitOutcome& outcome, std::ostream& out);

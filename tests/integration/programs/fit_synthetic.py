@@ -3,6 +3,8 @@
   arg       the size is the argument ({} in fit's command)
   env       the size is OOMSCOPE_FIT_SIZE
   constant  ignores the size (fit must say so)
+  steps     as arg, with a 300 MiB workspace from size 3 on (a peak in steps: no line explains it)
+  shrinks   as arg, but 30 MiB per unit below 10 (the peak shrinks as the size grows)
   broken    exits 5 without running out of memory
   recovers  as arg, then asks for a 60 MiB workspace beside its memory and goes on without it
             when that fails (as PyTorch's cuDNN convolutions do): exits 0 at sizes where the
@@ -32,7 +34,7 @@ mode = sys.argv[1]
 if mode == "broken":
     sys.exit(5)
 size = {"arg": lambda: int(sys.argv[2]), "recovers": lambda: int(sys.argv[2]), "env": lambda: int(os.environ["OOMSCOPE_FIT_SIZE"]),
-        "constant": lambda: 1}[mode]()
+        "constant": lambda: 1, "steps": lambda: int(sys.argv[2]), "shrinks": lambda: int(sys.argv[2])}[mode]()
 crowded = False
 meet = os.environ.get("FIT_MEET")
 if meet and size in (1, 2) and not os.path.exists(os.path.join(meet, f"met-{size}")):
@@ -50,7 +52,9 @@ rc, weights = malloc(100 * MiB if not crowded else 4 << 30)
 if rc != 0:
     print("out of memory beside another run")
     sys.exit(3)
-rc, activations = malloc(30 * MiB * size)
+per_size = {"steps": 30 * MiB * size + (300 * MiB if size >= 3 else 0),
+            "shrinks": 30 * MiB * max(1, 10 - size)}.get(mode, 30 * MiB * size)
+rc, activations = malloc(per_size)
 if rc != 0:
     print("out of memory at size", size)
     sys.exit(3)

@@ -55,22 +55,6 @@ std::string sizeList(const std::vector<FitTrial>& trials)
     return out;
 }
 
-// Whether the first device's peak moves with the size; said (one line) when not and `say`.
-bool changesWithSize(const std::vector<const FitTrial*>& fitting, bool say)
-{
-    if (report::peakChangesWithSize(fitting))
-        return true;
-    if (say) {
-        const int64_t device = fitting.front()->peaks.begin()->first;
-        logError("fit: the peak does not change with the size (" +
-                 report::formatBytes(report::trialPeakOn(*fitting.front(), device)) + " at size " +
-                 std::to_string(fitting.front()->size) + ", " +
-                 report::formatBytes(report::trialPeakOn(*fitting.back(), device)) + " at size " +
-                 std::to_string(fitting.back()->size) + "): does the command use {} or read OOMSCOPE_FIT_SIZE?");
-    }
-    return false;
-}
-
 class FitCommand final : public Command {
 public:
     const char* name() const override { return "fit"; }
@@ -91,9 +75,10 @@ public:
         c->add_option("-o,--output-dir", m_outputDir, "Folder for the runs' reports and output (default oomscope-fit)")
             ->type_name("DIR");
         addHelpFooter(c, "0 with a prediction (and, with --verify, when the predicted size fits), 1 when --verify "
-                         "finds the predicted size does not fit, 2 for a usage error or when the runs give no "
-                         "prediction (the command ignores the size, fits at fewer than two sizes), the program's "
-                         "own status when it fails for another reason than memory.");
+                         "finds the predicted size does not fit, 2 for a usage error or when it fits at fewer than "
+                         "two sizes, 3 when the runs are not explained by the model and no size is given (the peak "
+                         "ignores the size, shrinks as it grows, or strays from the model by more than 5 %), the "
+                         "program's own status when it fails for another reason than memory.");
         c->prefix_command();
         m_app = c;
         return c;
@@ -275,7 +260,7 @@ int FitCommand::run()
         for (const FitTrial& t : trials)
             fitting.push_back(&t);
         const bool measured = std::all_of(trials.begin(), trials.end(), [](const FitTrial& t) { return !t.peaks.empty(); });
-        if (measured && changesWithSize(fitting, false)) {
+        if (measured && report::peakChangesWithSize(fitting)) {
             const uint64_t largest = report::bindingPrediction(fitting).largest, ran = first.back();
             for (uint64_t n : {largest / 8, largest / 4})
                 if (n > ran && n < largest && (rest.empty() || n > rest.back()))
@@ -316,21 +301,28 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
                  "): give smaller --sizes");
         return kExitUsage;
     }
-    // A command whose peak does not move with the size does not use it.
-    if (!changesWithSize(fitting, true))
-        return kExitUsage;
     report::FitOutcome outcome;
     report::FitPrediction& p = outcome.prediction;
     p = report::bindingPrediction(fitting);
     p.predicted = report::predictPeak(p.model, p.largest, &p.at) + p.context;
     p.headroom = report::headroomAt(p.largestSegment, p.largest);
-    if (m_verify && p.largest > 0) {
+    // Fail closed: no size from runs the model does not explain (a peak that does not follow
+    // the size, shrinks with it, or strays from the model by more than the error the answer is
+    // held to).
+    outcome.residuals = report::fitResiduals(p, fitting);
+    outcome.refused = report::unexplainedRuns(fitting, outcome.residuals, p.device);
+    if (m_verify && p.largest > 0 && outcome.refused.empty()) {
         const auto start = std::chrono::steady_clock::now();
         const size_t measuring = m_rounds.size();  // the rounds said are the measuring ones
         for (uint64_t n : {p.largest, p.largest + 1})
             p.verified.push_back(runAt(n));
         m_rounds.resize(measuring);
         m_verifySeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::vector<const FitTrial*> verified;
+        for (const FitTrial& t : p.verified)
+            if (t.fits && !t.peaks.empty())
+                verified.push_back(&t);
+        outcome.verified = report::fitResiduals(p, verified);
     }
     outcome.trials = trials;
     outcome.fitted = fitting.size();
@@ -343,6 +335,11 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
         report::renderFitJson(outcome, std::cout);
     else
         report::renderFitText(outcome, std::cout);
+    if (!outcome.refused.empty()) {
+        logError("fit: no answer: " + outcome.refused.front() +
+                 (outcome.refused.size() > 1 ? " (and " + std::to_string(outcome.refused.size() - 1) + " more above)" : ""));
+        return kExitUnexplained;
+    }
     // The prediction holds when its size fits: the next one up fitting too makes it
     // conservative (said), not wrong.
     const bool holds = p.verified.empty() || p.verified[0].fits;
