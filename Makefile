@@ -115,13 +115,16 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay tests/fuzz/corpus tests/fixtures/v1
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay_check_args tests/fuzz/corpus-check-args
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay_flight tests/fuzz/corpus-flight
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay_metrics tests/fuzz/corpus-flight
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay_job tests/fuzz/corpus-job tests/fixtures/v1
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/fuzz_replay_redact tests/fuzz/corpus-redact
 	@for f in tests/fixtures/v1/*.json; do \
 	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/oomscope report $$f >/dev/null || exit 1; done; \
 	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/bin/oomscope check tests/fixtures/v1/*.json --max-peak 1GiB \
 	  --max-fragmentation 10 >/dev/null; [ $$? -eq 1 ] && echo "make test-asan: clean"
 
 # libFuzzer for FUZZ_SECONDS each (default 60) on the report reader, `oomscope check`'s option
-# strings and the flight-recorder file reader; new inputs stay in $(BUILD)-fuzz/corpus-*; a
+# strings, the flight-recorder file reader, the job view, metrics' flight reads and the redaction; new inputs stay in $(BUILD)-fuzz/corpus-*; a
 # crash leaves crash-* in the working directory: add it to the target's tests/fuzz/corpus* once
 # fixed (they are replayed in make test).
 FUZZ_SECONDS ?= 60
