@@ -117,6 +117,22 @@ OOMSCOPE_EXPORT const char* oomscope_framework_oom(const char* name, int device,
     return "";
 }
 
+OOMSCOPE_EXPORT const char* oomscope_framework_dump(const char* reason, const char* name, const char* state)
+{
+    try {
+        if (!oi::enabled() || !name)
+            return "";
+        if (rec::Recorder* r = oi::recorder()) {
+            oi::HookScope scope;
+            const rec::FrameworkState parsed = rec::parseFrameworkState(name, state);
+            t_lastPath = r->frameworkDump(parsed, reason && *reason ? reason : "requested");
+            return t_lastPath.c_str();
+        }
+    } catch (...) {
+    }
+    return "";
+}
+
 OOMSCOPE_EXPORT unsigned long long oomscope_peak(int device)
 {
     if (!oi::enabled())

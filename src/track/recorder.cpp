@@ -325,6 +325,17 @@ bool Recorder::takeEpisodeReport() noexcept
     return m_episodes.takeReport();
 }
 
+std::string Recorder::frameworkDump(const FrameworkState& state, const std::string& reason)
+{
+    for (const auto& [address, frames] : state.allocationFrames)
+        attachPythonFrames(address, frames);
+    TriggerInfo trigger;
+    trigger.kind = report::TriggerKind::Request;
+    trigger.reason = reason;
+    trigger.framework = &state;
+    return dump(trigger);
+}
+
 std::string Recorder::frameworkOom(const FrameworkState& state, int device, uint64_t requested)
 {
     markProcessActive();

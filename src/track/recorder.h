@@ -130,6 +130,8 @@ public:
     // The framework raised an out-of-memory error (with or without a failing CUDA call): its
     // report, with the framework's view. Returns the path.
     std::string frameworkOom(const FrameworkState& state, int device, uint64_t requested);
+    // A report on request with the framework's view (oomscope.dump() in a PyTorch process).
+    std::string frameworkDump(const FrameworkState& state, const std::string& reason);
     // A training-step boundary: a timeline event and a memory sample (step_sampler.h), with the
     // framework's counters when given.
     void recordStep(const FrameworkState* state) noexcept;

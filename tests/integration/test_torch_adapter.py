@@ -431,6 +431,18 @@ def test_graph_pools_whose_graphs_are_gone_are_flagged_and_one_in_use_is_not(bui
     text = subprocess.run([build.oomscope, "report", r.reports["oom"][0], "--color", "never"], capture_output=True,
                           text=True).stdout
     assert "CUDA graph pool (%d, 0) 32.00 MiB (32.00 MiB allocated)" % alive[0] in text, text
+    # oomscope.dump() before the OOM: the same view in a report on request, nothing having failed.
+    (dumped,) = r.reports["request"]
+    assert facts["dump"] == dumped
+    req = t.load(dumped)
+    assert req["trigger"]["kind"] == "request" and req["trigger"]["framework"] == "torch"
+    row = t.memory_row(req, 0)
+    assert row["allocated_bytes"] == facts["dump_stats"]["allocated_bytes.all.current"]
+    assert row["reserved_bytes"] == facts["dump_stats"]["reserved_bytes.all.current"]
+    assert req["cuda_graphs"] == graphs
+    codes = [d["code"] for d in json.loads(subprocess.run([build.oomscope, "report", dumped, "--format", "json"],
+                                                          capture_output=True, text=True).stdout)["diagnosis"]]
+    assert codes.count("orphaned_graph_pool") == 2, codes
 
 
 def test_a_graph_pool_handle_is_named_as_a_graph_pool_and_not_flagged_while_a_graph_uses_it(build, tmp_path):

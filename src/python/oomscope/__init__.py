@@ -43,6 +43,9 @@ def _native():
             process.oomscope_framework_attach.argtypes = [ctypes.c_char_p, ctypes.c_int]
             process.oomscope_oom_report_wanted.restype = ctypes.c_int
             process.oomscope_oom_report_wanted.argtypes = []
+            if hasattr(process, "oomscope_framework_dump"):  # a preload older than this package has none
+                process.oomscope_framework_dump.restype = ctypes.c_char_p
+                process.oomscope_framework_dump.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
             process.oomscope_framework_oom.restype = ctypes.c_char_p
             process.oomscope_framework_oom.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_ulonglong, ctypes.c_char_p]
             for name in ("oomscope_peak", "oomscope_live"):
@@ -86,11 +89,17 @@ def mark(label):
 
 
 def dump(reason="requested"):
-    """Writes a report now; returns its path, or None."""
+    """Writes a report now; returns its path, or None. In a PyTorch process it carries PyTorch's
+    view as an OOM report does: allocated and reserved bytes, segments, pools, CUDA graphs."""
     lib = _native()
     if lib is None:
         return None
-    path = lib.oomscope_dump(str(reason).encode())
+    from oomscope import _torch_adapter
+    state = _torch_adapter.dump_state() if hasattr(lib, "oomscope_framework_dump") else None
+    if state is not None:  # PyTorch's view: allocated, reserved, segments, pools, graphs
+        path = lib.oomscope_framework_dump(str(reason).encode(), b"torch", state.encode())
+    else:
+        path = lib.oomscope_dump(str(reason).encode())
     return path.decode() if path else None
 
 

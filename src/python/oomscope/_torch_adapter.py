@@ -322,6 +322,19 @@ def allocator_state(device):
     return "\n".join(lines + _graph_lines())
 
 
+def dump_state():
+    """The allocator's view of the current device for a report on request (oomscope.dump()),
+    or None when CUDA is not in use or the backend keeps no segments (cudaMallocAsync)."""
+    torch = _torch
+    try:
+        if torch is None or not torch.cuda.is_initialized() or torch.cuda.get_allocator_backend() != "native":
+            return None
+        return allocator_state(torch.cuda.current_device())
+    except Exception as e:
+        _notice("dump", f"the report has no PyTorch view ({type(e).__name__}: {e})")
+        return None
+
+
 def _on_oom(device, alloc, device_allocated, device_free):
     try:
         lib = _lib()

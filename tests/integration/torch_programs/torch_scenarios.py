@@ -197,6 +197,10 @@ def main():
         facts["alive"] = list(alive.pool())
         torch.cuda.empty_cache()
         facts["pools"] = graph_pools()
+        import oomscope
+        facts["dump"] = oomscope.dump("graph pools")  # a report on request carries PyTorch's view too
+        facts["dump_stats"] = {k: torch.cuda.memory_stats()[k] for k in ("allocated_bytes.all.current",
+                                                                         "reserved_bytes.all.current")}
         try:
             grow_activations(700)
         except torch.OutOfMemoryError:

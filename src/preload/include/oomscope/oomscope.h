@@ -34,6 +34,11 @@ int oomscope_framework_attach(const char* name, int reports_oom);
  * allocator's view (line protocol). Writes the OOM report; returns its path or "". */
 const char* oomscope_framework_oom(const char* name, int device, unsigned long long requested, const char* state);
 
+/* A report on request (as oomscope_dump) with the framework's allocator view `state` (the same
+ * line protocol): its allocated and reserved bytes, segments, pools and CUDA graphs in a report
+ * written while nothing failed. Returns its path or "". */
+const char* oomscope_framework_dump(const char* reason, const char* name, const char* state);
+
 /* 1 when the next out-of-memory episode will get a report of its own, 0 when the reports are
  * used up (OOMSCOPE_MAX_OOM_REPORTS): an adapter then need not gather its allocator's state,
  * and passes NULL to oomscope_framework_oom, which counts the episode. */
