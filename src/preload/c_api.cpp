@@ -100,37 +100,39 @@ OOMSCOPE_EXPORT int oomscope_oom_report_wanted(void)
     return 0;
 }
 
-OOMSCOPE_EXPORT const char* oomscope_framework_oom(const char* name, int device, unsigned long long requested,
-                                                   const char* state)
+namespace {
+// A report with the framework's view: `write(recorder, parsed state)` gives its path. Our own CUDA
+// queries inside are not recorded; nothing escapes.
+template <class Write>
+const char* withFrameworkState(const char* name, const char* state, Write&& write)
 {
     try {
         if (!oi::enabled() || !name)
             return "";
         if (rec::Recorder* r = oi::recorder()) {
             oi::HookScope scope;
-            const rec::FrameworkState parsed = rec::parseFrameworkState(name, state);
-            t_lastPath = r->frameworkOom(parsed, device, requested);
+            t_lastPath = write(*r, rec::parseFrameworkState(name, state));
             return t_lastPath.c_str();
         }
     } catch (...) {
     }
     return "";
 }
+} // namespace
+
+OOMSCOPE_EXPORT const char* oomscope_framework_oom(const char* name, int device, unsigned long long requested,
+                                                   const char* state)
+{
+    return withFrameworkState(name, state, [&](rec::Recorder& r, const rec::FrameworkState& parsed) {
+        return r.frameworkOom(parsed, device, requested);
+    });
+}
 
 OOMSCOPE_EXPORT const char* oomscope_framework_dump(const char* reason, const char* name, const char* state)
 {
-    try {
-        if (!oi::enabled() || !name)
-            return "";
-        if (rec::Recorder* r = oi::recorder()) {
-            oi::HookScope scope;
-            const rec::FrameworkState parsed = rec::parseFrameworkState(name, state);
-            t_lastPath = r->frameworkDump(parsed, reason && *reason ? reason : "requested");
-            return t_lastPath.c_str();
-        }
-    } catch (...) {
-    }
-    return "";
+    return withFrameworkState(name, state, [&](rec::Recorder& r, const rec::FrameworkState& parsed) {
+        return r.frameworkDump(parsed, reason && *reason ? reason : "requested");
+    });
 }
 
 OOMSCOPE_EXPORT unsigned long long oomscope_peak(int device)
