@@ -14,13 +14,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from suite import (cuda, cupti, examples, frameworks, live, reliability, torch_allocators, torch_training,  # noqa: E402
-                   views, rehearsal, workflows)
+                   views, rehearsal, workflows, zoo)
 from suite.common import Ctx  # noqa: E402
 
 # CUPTI's family last: its coverage check reads every report the others left.
-FAMILIES = [cuda, torch_allocators, frameworks, torch_training, views, examples, workflows, rehearsal, reliability,
+FAMILIES = [cuda, torch_allocators, frameworks, torch_training, views, examples, workflows, rehearsal, zoo, reliability,
             live, cupti]
 SCENARIOS = [scenario for family in FAMILIES for scenario in family.SCENARIOS]
+# Run only when named: the model zoo alone outlasts a device call (suite/zoo.py).
+ALONE = {"fit_zoo"}
 
 
 def main():
@@ -31,7 +33,7 @@ def main():
     wanted = set(sys.argv[3:])
     results = []
     for name, fn in SCENARIOS:
-        if wanted and name not in wanted:
+        if (wanted and name not in wanted) or (not wanted and name in ALONE):
             continue
         try:
             details = fn(ctx)

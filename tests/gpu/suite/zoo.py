@@ -1,0 +1,389 @@
+"""Will it fit, in the papers' terms (issue 44): `oomscope fit` over a model zoo, each model on a
+smaller card (rehearsed with --device-limit), against the truth by binary search with real runs
+and against the card made real by a ballast process.
+
+Per row (a model of scenarios/fit_trial.py and a card):
+1. `oomscope fit --device-limit CARD --steps 3 --verify --format json`: its answer, its time
+   (the measuring rounds, without --verify), the model's peak against the measured one at each
+   run it was fitted to and at the two --verify sizes.
+2. The truth under the same limit, found as Lightning's batch-size finder finds it (`binsearch`:
+   from 2, double while a run fits, then bisect), with real runs under `oomscope run
+   --device-limit CARD`, one at a time: its answer, runs and time. Every run of it that fits
+   gives one more size at which the model's peak is compared with the measured one (out of
+   sample: sizes fit never ran).
+3. The ballast: once every row is done, a process holds all but CARD of the GPU
+   (scenarios/hog.py) while the rehearsed truth T and T+1 run plainly beside it (no oomscope):
+   T fits and T+1 does not is the ballast's truth T; otherwise it walks outwards to it.
+The rows run side by side while the card has room for their limits (a row holds at most its
+card: fit's runs together stay within it, the search and --verify run one at a time); each
+process is rehearsed on its own, so the answers do not depend on what runs beside it. Their
+times do (contention for the GPU and CPUs): fit and its search shared the same conditions.
+
+Runnable alone: tests/gpu/run_all.sh PREFIX OUT fit_zoo. OOMSCOPE_ZOO_ROWS=MODEL:CARD,... picks
+rows (default: ROWS); OOMSCOPE_ZOO_DEADLINE (seconds, default 560): no row starts, and no
+ballast probe, after it (rows not done are listed); each row's result is written to
+OUT/fit_zoo/ROW.json as it ends, and `python3 -m suite.zoo table OUT...` prints the table of
+docs/GPU-RESULTS.md from them."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from .common import check, GiB, HERE, MiB
+
+TRIAL = os.environ.get("OOMSCOPE_ZOO_TRIAL") or os.path.join(HERE, "scenarios", "fit_trial.py")
+HOG = os.environ.get("OOMSCOPE_ZOO_HOG") or os.path.join(HERE, "scenarios", "hog.py")
+STEPS = 3
+
+# model of fit_trial.py, the card it is fitted for (GiB): a card where its largest batch is 15
+# or more, so that one batch is within the 5 % the answer is held to.
+ROWS = [
+    ("gpt2", 40), ("gpt2-fp32", 40), ("bert", 24), ("t5", 24), ("lstm", 24), ("efficientnet", 24),
+    ("gpt2-accum", 40), ("gpt2-ckpt", 24), ("convnext", 24), ("resnet50", 24), ("resnet50-bf16", 24),
+    ("resnet50-ckpt", 24),
+]
+
+
+def card_bytes(card):
+    return int(float(card) * GiB)
+
+
+def trial_cmd(model, n):
+    return [sys.executable, TRIAL, model, str(n), str(STEPS)]
+
+
+def exit_report(folder):
+    for path in sorted(glob.glob(os.path.join(folder, "oomscope-*.json"))):
+        with open(path) as f:
+            r = json.load(f)
+        if r["trigger"]["kind"] == "exit":
+            return r
+    return None
+
+
+def measured_peak(report, device=0):
+    """The peak `oomscope fit` measures in a run (report/analysis/fit.cpp addTrialReport): the
+    device's peak by source, PyTorch's by the most it had allocated at once (step samples)."""
+    row = next((m for m in report["memory"] if m["device"] == device), None)
+    if row is None:
+        return None
+    by_source = dict(row["peak"]["by_source"]) if row.get("peak") else {"other": row["peak_tracked_bytes"]}
+    allocated = [d["peak_allocated_bytes"] for s in report.get("steps", []) for d in s["devices"]
+                 if d["device"] == device and d.get("peak_allocated_bytes")]
+    if allocated and "torch" in by_source:
+        by_source["torch"] = max(allocated)
+    return sum(by_source.values())
+
+
+def predicted_peak(fit, n):
+    """The model's peak at size n (report/analysis/fit.cpp predictPeak): the sources' a + b·n +
+    c·n², each at least 0."""
+    return sum(max(0, round(m["a"] + m["b"] * n + m["c"] * n * n)) for m in fit["model"].values())
+
+
+class Budget:
+    """GiB of the GPU the rows may hold at once."""
+
+    def __init__(self, gib):
+        self.left = gib
+        self.cv = threading.Condition()
+
+    def give(self, gib):
+        with self.cv:
+            self.left += gib
+            self.cv.notify_all()
+
+
+def run_trial(cmd, log, env=None):
+    start = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=dict(os.environ, **(env or {})))
+    seconds = time.monotonic() - start
+    with open(log, "w") as f:
+        f.write(" ".join(cmd) + f"\nexit {p.returncode}, {seconds:.1f} s\n" + p.stdout + p.stderr[-4000:])
+    check(p.returncode in (0, 3), f"{' '.join(cmd[-4:])}: exit {p.returncode}: {p.stderr[-800:]}")
+    return p.returncode == 0, seconds
+
+
+def row_fit(ctx, out, model, card):
+    cmd = [ctx.oomscope, "fit", "-o", os.path.join(out, "fit"), "--device-limit", f"{card}GiB", "--steps", str(STEPS),
+           "--verify", "--format", "json", "--", sys.executable, TRIAL, model, "{}"]
+    start = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    with open(os.path.join(out, "fit.json"), "w") as f:
+        f.write(p.stdout + p.stderr)
+    check(p.returncode in (0, 1, 3) and p.stdout.strip(), f"fit {model}: exit {p.returncode}: {p.stderr[-800:]}")
+    r = json.loads(p.stdout)
+    r["status"], r["wall_seconds"] = p.returncode, time.monotonic() - start
+    return r
+
+
+def row_search(ctx, out, model, card, start=2):
+    """The largest size that trains, found as Lightning's batch-size finder does (its `binsearch`
+    mode): from 2, double while a run fits, then bisect between the last that fit and the first
+    that did not. Real runs under the limit, one at a time."""
+    probes = []
+
+    def test(n):
+        folder = os.path.join(out, f"search-{n}")
+        ok, seconds = run_trial([ctx.oomscope, "run", "-o", folder, "--device-limit", f"{card}GiB", "--"] +
+                                trial_cmd(model, n), folder + ".log")
+        rep = exit_report(folder) if ok else None
+        probes.append({"size": n, "fits": ok, "seconds": seconds,
+                       "measured_bytes": measured_peak(rep) if rep else None})
+        print(f"  {model}: search {n} {'fits' if ok else 'oom'} ({seconds:.1f} s)", flush=True)
+        return ok
+
+    lo, hi = 0, start
+    while test(hi):
+        lo, hi = hi, hi * 2
+        check(hi < 1 << 20, f"{model}: still fits at {lo}")
+    if lo == 0:
+        lo, hi = (1, hi) if test(1) else (0, 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if test(mid) else (lo, mid)
+    return {"truth": lo, "runs": len(probes), "seconds": sum(p["seconds"] for p in probes), "probes": probes}
+
+
+def row(ctx, model, card):
+    out = ctx.dir(os.path.join("fit_zoo", f"{model}-{card}"))
+    result = {"model": model, "card_gib": card, "steps": STEPS}
+    fit = row_fit(ctx, out, model, card)
+    result["fit"] = {k: fit.get(k) for k in ("status", "largest_size", "seconds", "wall_seconds", "rounds", "rerun_alone",
+                                            "refused", "verify", "verify_seconds", "largest_measured_size",
+                                            "context_bytes", "model", "predicted_bytes", "headroom_bytes")}
+    result["fit"]["sizes"] = fit["sizes"]
+    # Our reading of a run's report is fit's: at each size fit ran, the peak it measured.
+    verified = {v["size"]: v for v in fit.get("verify") or []}
+    for s in fit["sizes"]:
+        rep = exit_report(os.path.join(out, "fit", f"size-{s['size']}"))
+        if s.get("measured_bytes") and rep and s["size"] not in verified:
+            check(measured_peak(rep) == s["measured_bytes"],
+                  f"{model}: size {s['size']}: fit measured {s['measured_bytes']}, we read {measured_peak(rep)}")
+            check(predicted_peak(fit, s["size"]) == s["predicted_bytes"],
+                  f"{model}: size {s['size']}: fit's model gives {s['predicted_bytes']}, ours {predicted_peak(fit, s['size'])}")
+    search = row_search(ctx, out, model, card)
+    result["search"] = search
+    # The model's peak against the measured one: in sample (the runs it was fitted to), at
+    # --verify's sizes, and at every size of the search that fits (out of sample).
+    points = []
+    for s in fit["sizes"]:
+        if s.get("measured_bytes"):
+            points.append({"size": s["size"], "where": "fitted", "measured": s["measured_bytes"],
+                           "predicted": s["predicted_bytes"]})
+    for v in fit.get("verify") or []:
+        if v.get("measured_bytes"):
+            points.append({"size": v["size"], "where": "verify", "measured": v["measured_bytes"],
+                           "predicted": v["predicted_bytes"]})
+    if "model" in fit and "refused" not in fit:
+        for p in search["probes"]:
+            if p["measured_bytes"]:
+                points.append({"size": p["size"], "where": "search", "measured": p["measured_bytes"],
+                               "predicted": predicted_peak(fit, p["size"])})
+    for p in points:
+        p["relative"] = (p["predicted"] - p["measured"]) / p["measured"]
+    result["points"] = points
+    with open(os.path.join(ctx.outdir, "fit_zoo", f"{model}-{card}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def ballast(ctx, rows, deadline):
+    """Per card: a process holds all but CARD of the GPU while each row's rehearsed truth T and
+    T+1 run plainly beside it; where they disagree with T, it walks outwards (doubling steps,
+    then bisection) to the largest that fits."""
+    by_card = {}
+    for r in rows:
+        by_card.setdefault(r["card_gib"], []).append(r)
+    for card, group in by_card.items():
+        if time.monotonic() > deadline:
+            break
+        hog = subprocess.Popen([sys.executable, HOG, str(card)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            ready = hog.stdout.readline()
+            check(ready.startswith("ready"), f"the ballast did not start: {ready!r}")
+            free_left = int(ready.split()[1])
+            for r in group:
+                if time.monotonic() > deadline:
+                    break
+                model, truth = r["model"], r["search"]["truth"]
+                out = os.path.join(ctx.outdir, "fit_zoo", f"{model}-{card}")
+                probes = []
+
+                def test(n):
+                    ok, seconds = run_trial(trial_cmd(model, n), os.path.join(out, f"ballast-{n}.log"))
+                    probes.append({"size": n, "fits": ok, "seconds": seconds})
+                    print(f"  {model}: beside the ballast {n} {'fits' if ok else 'oom'} ({seconds:.1f} s)", flush=True)
+                    return ok
+                if test(truth):
+                    lo, step = truth, 1
+                    while test(lo + step):
+                        lo, step = lo + step, step * 2
+                    hi = lo + step
+                else:
+                    hi, step = truth, 1
+                    while hi - step >= 1 and not test(hi - step):
+                        hi, step = hi - step, step * 2
+                    lo = max(hi - step, 1)
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    lo, hi = (mid, hi) if test(mid) else (lo, mid)
+                r["ballast"] = {"truth": lo, "free_left_bytes": free_left, "probes": probes}
+                with open(os.path.join(ctx.outdir, "fit_zoo", f"{model}-{card}.json"), "w") as f:
+                    json.dump(r, f, indent=1)
+        finally:
+            hog.stdin.close()
+            hog.wait(timeout=120)
+
+
+def gpu_free_gib():
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", "0"],
+                           capture_output=True, text=True, timeout=60)
+        return int(p.stdout.split()[0]) * MiB / GiB
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def fit_zoo(ctx):
+    start = time.monotonic()
+    deadline = start + float(os.environ.get("OOMSCOPE_ZOO_DEADLINE", "560"))
+    rows = ROWS
+    if os.environ.get("OOMSCOPE_ZOO_ROWS"):
+        rows = [(m, float(c) if "." in c else int(c)) for m, c in
+                (item.split(":") for item in os.environ["OOMSCOPE_ZOO_ROWS"].split(","))]
+    free = float(os.environ.get("OOMSCOPE_ZOO_BUDGET_GIB") or (gpu_free_gib() or 0) - 10)
+    check(free >= max(c for _, c in rows), f"the GPU has {free + 10:.0f} GiB free: not enough for a card of the rows")
+    os.makedirs(os.path.join(ctx.outdir, "fit_zoo"), exist_ok=True)
+    budget = Budget(free)
+    done, failed, skipped = [], [], []
+    lock = threading.Lock()
+
+    def worker(model, card):
+        try:
+            r = row(ctx, model, card)
+            with lock:
+                done.append(r)
+            print(f"  row {model} at {card} GiB: fit {r['fit'].get('largest_size')} in {r['fit']['seconds']:.0f} s, "
+                  f"search {r['search']['truth']} ({r['search']['runs']} runs, {r['search']['seconds']:.0f} s)", flush=True)
+        except Exception as e:  # a failing row is a row, not the end of the zoo
+            with lock:
+                failed.append(f"{model}:{card}: {type(e).__name__}: {e}")
+            print(f"  row {model} at {card} GiB FAILED: {e}", flush=True)
+        finally:
+            budget.give(card)
+
+    # Rows start in ROWS' order, a later one first where an earlier one's card does not fit in
+    # what is left; none starts within 150 s of the deadline (the ballast needs the GPU alone).
+    pending, threads = list(rows), []
+    while pending:
+        with budget.cv:
+            startable = next(((m, c) for m, c in pending if c <= budget.left), None)
+            if startable is None:
+                if time.monotonic() > deadline - 150:
+                    break
+                budget.cv.wait(5)
+                continue
+            if time.monotonic() > deadline - 150:
+                break
+            budget.left -= startable[1]
+        pending.remove(startable)
+        th = threading.Thread(target=worker, args=startable)
+        th.start()
+        threads.append(th)
+    skipped = [f"{m}:{c}" for m, c in pending]
+    for th in threads:
+        th.join()
+    order = {f"{m}:{c}": i for i, (m, c) in enumerate(rows)}
+    done.sort(key=lambda r: order[f"{r['model']}:{r['card_gib']}"])
+    ballast(ctx, done, deadline)
+    summary = table(done)
+    print(summary, flush=True)
+    with open(os.path.join(ctx.outdir, "fit_zoo", "table.md"), "w") as f:
+        f.write(summary + "\n")
+    check(not failed, "; ".join(failed))
+    bar = verdict(done)
+    check(bar.startswith("the bar holds"), bar)
+    return (f"{len(done)} rows ({', '.join(r['model'] for r in done)})" +
+            (f"; not started before the deadline: {', '.join(skipped)}" if skipped else "") +
+            "; " + bar)
+
+
+def stats(r):
+    out = [p for p in r["points"] if p["where"] != "fitted"]
+    errs = [abs(p["relative"]) for p in out]
+    return out, (sum(errs) / len(errs) if errs else None), (max(errs) if errs else None)
+
+
+def verdict(rows):
+    """The bar of issue 44, over the rows: mean peak error <= 2 %, max <= 5 %, no predicted size
+    that does not fit, the answer within 5 % below the truth, fit in a quarter of the search's
+    time, the rehearsal's truth the ballast's."""
+    misses = []
+    for r in rows:
+        name, fit, search = r["model"], r["fit"], r["search"]
+        _, mean, worst = stats(r)
+        p, truth = fit.get("largest_size"), search["truth"]
+        if p is None:
+            misses.append(f"{name}: no answer ({'; '.join(fit.get('refused') or [])})")
+            continue
+        if mean is not None and (mean > 0.02 or worst > 0.05):
+            misses.append(f"{name}: peak error mean {mean:.1%} max {worst:.1%}")
+        v = {x["size"]: x["fits"] for x in fit.get("verify") or []}
+        if not v.get(p) or p > truth:
+            misses.append(f"{name}: the predicted {p} does not fit (truth {truth})")
+        if p < truth * 0.95:
+            misses.append(f"{name}: {p} is {(p - truth) / truth:+.1%} from the truth {truth}")
+        if fit["seconds"] > search["seconds"] / 4:
+            misses.append(f"{name}: fit {fit['seconds']:.0f} s, the search {search['seconds']:.0f} s")
+        if "ballast" in r and r["ballast"]["truth"] != truth:
+            misses.append(f"{name}: rehearsed {truth}, beside the ballast {r['ballast']['truth']}")
+    return "the bar holds on every row" if not misses else "misses: " + "; ".join(misses)
+
+
+def table(rows):
+    lines = ["| model | card | truth: search (runs) | beside the ballast | `fit` | its error | peak error, mean / max "
+             "(sizes) | in sample, max | predicted size fits | fit | search | fit / search |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        fit, search = r["fit"], r["search"]
+        out, mean, worst = stats(r)
+        fitted = [abs(p["relative"]) for p in r["points"] if p["where"] == "fitted"]
+        p, truth = fit.get("largest_size"), search["truth"]
+        v = {x["size"]: x["fits"] for x in fit.get("verify") or []}
+        ballast_truth = r.get("ballast", {}).get("truth")
+        cells = [r["model"], f"{r['card_gib']} GiB", f"{truth} ({search['runs']})",
+                 str(ballast_truth) if ballast_truth is not None else "not run",
+                 str(p) if p is not None else "refused",
+                 f"{(p - truth) / truth:+.1%}" if p is not None else "—",
+                 f"{mean:.2%} / {worst:.2%} ({len(out)})" if mean is not None else "—",
+                 f"{max(fitted):.2%}" if fitted else "—",
+                 (("yes" if v.get(p) else "NO") + (f" ({p + 1} too)" if v.get(p + 1) else "")) if p is not None else "—",
+                 f"{fit['seconds']:.0f} s", f"{search['seconds']:.0f} s", f"{fit['seconds'] / search['seconds']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+SCENARIOS = [("fit_zoo", fit_zoo)]
+
+
+if __name__ == "__main__":
+    # python3 -m suite.zoo table OUT... : the table from the rows' JSON files of earlier runs.
+    if len(sys.argv) < 3 or sys.argv[1] != "table":
+        print(__doc__)
+        sys.exit(2)
+    found = []
+    for d in sys.argv[2:]:
+        for path in sorted(glob.glob(os.path.join(d, "**", "*.json"), recursive=True)):
+            with open(path) as f:
+                r = json.load(f)
+            if isinstance(r, dict) and "search" in r and "fit" in r:
+                found.append(r)
+    order = {m: i for i, (m, _) in enumerate(ROWS)}
+    found.sort(key=lambda r: order.get(r["model"], 99))
+    print(table(found))
+    print(verdict(found))
