@@ -711,6 +711,35 @@ bool readCopies(int fd, size_t bytes, const std::string& path, std::string* erro
 
 } // namespace
 
+FlightProblem flightFileProblem(const std::string& path)
+{
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == EACCES || errno == EPERM ? FlightProblem::Permission : FlightProblem::Damaged;
+    flight::Header h{};
+    ssize_t n;
+    do
+        n = ::pread(fd, &h, sizeof(h), 0);
+    while (n < 0 && errno == EINTR);
+    ::close(fd);
+    if (n != ssize_t(sizeof(h)) || std::memcmp(h.magic, flight::kMagic, sizeof(h.magic)) != 0)
+        return FlightProblem::Damaged;
+    const bool ours = h.version == flight::kVersion && h.headerBytes == flight::kHeaderBytes &&
+                      h.eventBytes == sizeof(Event) && h.slotBytes == flight::kSlotBytes &&
+                      h.liveEntryBytes == sizeof(LiveAllocation) && h.liveShards == flight::kLiveShards;
+    return ours ? FlightProblem::Damaged : FlightProblem::Version;
+}
+
+const char* flightProblemName(FlightProblem p)
+{
+    switch (p) {
+    case FlightProblem::Permission: return "permission";
+    case FlightProblem::Version: return "version";
+    case FlightProblem::Damaged: return "damaged";
+    }
+    return "damaged";
+}
+
 bool readFlightFile(const std::string& path, TrackImage* image, std::string* error, FlightRead how)
 {
     const bool live = how.live;

@@ -32,4 +32,12 @@ struct FlightRead {
 // now: the same machine, or one with the same files).
 bool readFlightFile(const std::string& path, track::TrackImage* image, std::string* error, FlightRead how = {});
 
+// Why a flight file that readFlightFile refused is not read, in a word a fleet can count
+// (`oomscope metrics`' oomscope_flight_files_unreadable): permission (another user's file),
+// version (another oomscope's format: its version or record sizes differ), damaged (the rest:
+// cut short, not a flight file, regions outside it).
+enum class FlightProblem { Permission, Version, Damaged };
+FlightProblem flightFileProblem(const std::string& path);
+const char* flightProblemName(FlightProblem p);
+
 } // namespace oomscope::interpret

@@ -262,6 +262,56 @@ def test_files_that_are_not_ours_get_one_line_and_status_2(build, tmp_path):
             assert says in line, (cmd, line)
 
 
+def unreadable_gauge(text):
+    """{reason: value} of oomscope_flight_files_unreadable in an exposition."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("oomscope_flight_files_unreadable{"):
+            labels, value = line.rsplit(" ", 1)
+            out[labels.split('reason="')[1].split('"')[0]] = float(value)
+    return out
+
+
+def test_metrics_counts_the_running_processes_files_it_cannot_read(build, tmp_path):
+    # A folder scan skips what it cannot read, but says so: two running processes whose mapped
+    # flight files are another version's and damaged, beside one it reads.
+    out = tmp_path / "job"
+    out.mkdir()
+    reader = subprocess.Popen([build.program("live_loop"), "leak"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=str(out),
+                                            FAKECUDA_UNBACKED="1", FAKECUDA_CAPACITY="16GiB"))
+    holders = []
+    try:
+        t.wait_for_line(reader, "ready")
+        (flight,) = [out / p for p in os.listdir(out) if p.endswith(".flight")]
+        other = bytearray(flight.read_bytes())
+        other[8:12] = (99).to_bytes(4, "little")  # the header's version, after the 8-byte magic
+        (tmp_path / "other").write_bytes(bytes(other))
+        (tmp_path / "junk").write_bytes(b"OOMSFLT1" + bytes(range(256)) * 4)
+        ok = subprocess.run([build.oomscope, "metrics", "--once", str(out)], capture_output=True, text=True, timeout=120)
+        assert ok.returncode == 0 and unreadable_gauge(ok.stdout) == {"permission": 0, "version": 0, "damaged": 0}, ok
+        for source in ("other", "junk"):
+            holders.append(subprocess.Popen([sys.executable, os.path.join(HERE, "programs", "maps_flight_file.py"),
+                                             str(out), str(tmp_path / source)], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, text=True))
+            t.wait_for_line(holders[-1], "ready")
+        r = subprocess.run([build.oomscope, "metrics", "--once", str(out)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert unreadable_gauge(r.stdout) == {"permission": 0, "version": 1, "damaged": 1}, r.stdout
+        assert "oomscope_process_info{" in r.stdout  # the one it reads is still there
+        # Once those processes end, their files are not counted (left behind, not running).
+        for h in holders:
+            h.communicate("", timeout=60)
+        r = subprocess.run([build.oomscope, "metrics", "--once", str(out)], capture_output=True, text=True, timeout=120)
+        assert unreadable_gauge(r.stdout) == {"permission": 0, "version": 0, "damaged": 0}, r.stdout
+    finally:
+        for h in holders:
+            if h.poll() is None:
+                h.communicate("", timeout=60)
+        reader.communicate("stop\n", timeout=120)
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
 def test_another_users_process_and_flight_file_get_one_line_and_status_2(build, tmp_path):
     os.chmod(tmp_path, 0o755)  # others may look in, as in a shared job folder
@@ -284,3 +334,29 @@ def test_another_users_process_and_flight_file_get_one_line_and_status_2(build, 
             assert "Permission denied" in line and "run as that user" in line, (cmd, line)
     finally:
         proc.communicate("stop\n", timeout=120)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
+def test_a_scan_counts_another_users_running_process_it_cannot_read(build):
+    import tempfile
+    shared = tempfile.mkdtemp(prefix="oomscope-shared-")  # under /tmp: a folder others can reach
+    try:
+        os.chmod(shared, 0o755)
+        proc = subprocess.Popen([build.program("live_loop"), "leak"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=build.env(LD_PRELOAD=build.preload, OOMSCOPE_OUTPUT_DIR=shared,
+                                              FAKECUDA_UNBACKED="1", FAKECUDA_CAPACITY="16GiB"))
+        try:
+            t.wait_for_line(proc, "ready")
+            nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", build.oomscope]
+            r = subprocess.run(nobody + ["metrics", "--once", shared], capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0 and "oomscope_process_info{" not in r.stdout, (r.stdout, r.stderr)
+            assert unreadable_gauge(r.stdout) == {"permission": 1, "version": 0, "damaged": 0}, r.stdout
+            mine = subprocess.run([build.oomscope, "metrics", "--once", shared], capture_output=True, text=True,
+                                  timeout=120)
+            assert "oomscope_process_info{" in mine.stdout
+            assert unreadable_gauge(mine.stdout) == {"permission": 0, "version": 0, "damaged": 0}, mine.stdout
+        finally:
+            proc.communicate("stop\n", timeout=120)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

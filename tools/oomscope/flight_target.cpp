@@ -10,6 +10,7 @@
 #include <cstring>
 #include <strings.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -121,7 +122,7 @@ bool flightFileOf(const std::string& target, std::string* path, std::string* err
     return false;
 }
 
-std::vector<std::string> liveFlightFiles(const std::string& dir)
+std::vector<std::string> liveFlightFiles(const std::string& dir, std::vector<std::string>* notOurs)
 {
     std::vector<std::string> out;
     DIR* d = ::opendir(dir.c_str());
@@ -138,9 +139,19 @@ std::vector<std::string> liveFlightFiles(const std::string& dir)
         const std::string file = dir + "/" + name;
         std::string mapped, error;
         struct stat listed {}, held {};
-        if (!flightFileOf(std::to_string(pid), &mapped, &error) || ::stat(file.c_str(), &listed) != 0 ||
-            ::stat(mapped.c_str(), &held) != 0 || listed.st_dev != held.st_dev || listed.st_ino != held.st_ino)
-            continue;  // gone (`oomscope recover` reads its file), or not this file's process
+        if (!flightFileOf(std::to_string(pid), &mapped, &error)) {
+            if (notOurs) {  // the maps' mode lets anyone read; opening them checks whose they are
+                const int fd = ::open(("/proc/" + std::to_string(pid) + "/maps").c_str(), O_RDONLY | O_CLOEXEC);
+                if (fd >= 0)
+                    ::close(fd);
+                else if (errno == EACCES || errno == EPERM)
+                    notOurs->push_back(file);
+            }
+            continue;  // gone (`oomscope recover` reads its file), or not under oomscope
+        }
+        if (::stat(file.c_str(), &listed) != 0 || ::stat(mapped.c_str(), &held) != 0 || listed.st_dev != held.st_dev ||
+            listed.st_ino != held.st_ino)
+            continue;  // not this file's process
         out.push_back(file);
     }
     ::closedir(d);

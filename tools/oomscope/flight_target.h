@@ -19,8 +19,9 @@ namespace oomscope::cli {
 bool flightFileOf(const std::string& target, std::string* path, std::string* error);
 
 // The *.flight files in dir whose process (the PID in the name) runs on this host and has that
-// file mapped.
-std::vector<std::string> liveFlightFiles(const std::string& dir);
+// file mapped. notOurs, when given, gets those whose process runs here but is another user's
+// (its maps are not ours to read, so whether it has the file mapped cannot be told).
+std::vector<std::string> liveFlightFiles(const std::string& dir, std::vector<std::string>* notOurs = nullptr);
 
 // A report read from a flight file (recover, snapshot) written atomically into outputDir, or
 // next to the file when outputDir is empty; its path on stdout. The exit status: 0, or 2 with

@@ -91,7 +91,8 @@ Labels with(Labels l, const std::string& name, const std::string& value)
 
 } // namespace
 
-std::string renderPrometheus(const std::vector<Report>& snapshots, const std::string& version, const SourceLine& source)
+std::string renderPrometheus(const std::vector<Report>& snapshots, const std::string& version, const SourceLine& source,
+                             const std::map<std::string, uint64_t>& unreadable)
 {
     Family build{"oomscope_build_info", "gauge", "The oomscope that reads the flight files (its version)."};
     Family processes{"oomscope_process_info", "gauge",
@@ -111,7 +112,15 @@ std::string renderPrometheus(const std::vector<Report>& snapshots, const std::st
     Family leaks{"oomscope_leak_growth_bytes_per_step", "gauge",
                  "Growth per step of a leak the leak rules found, by the line that keeps it (site)."};
 
+    Family skipped{"oomscope_flight_files_unreadable", "gauge",
+                   "Flight files of processes running here that could not be read, by reason (permission: another "
+                   "user's; version: another oomscope's format; damaged): their memory is missing from these metrics."};
+
     build.add({{"version", version}}, 1);
+    for (const char* reason : {"permission", "version", "damaged"}) {
+        auto it = unreadable.find(reason);
+        skipped.add({{"reason", reason}}, it == unreadable.end() ? 0.0 : double(it->second));
+    }
     for (const Report& r : snapshots) {
         // The framework adapter attached is one of the capture's backends.
         std::string framework;
@@ -153,7 +162,8 @@ std::string renderPrometheus(const std::vector<Report>& snapshots, const std::st
         }
     }
     std::string out;
-    for (Family* f : {&build, &processes, &memory, &peak, &total, &allocated, &reserved, &steps, &ooms, &failed, &leaks}) {
+    for (Family* f : {&build, &processes, &memory, &peak, &total, &allocated, &reserved, &steps, &ooms, &failed, &leaks,
+                      &skipped}) {
         out += std::string("# HELP ") + f->name + " " + f->help + "\n# TYPE " + f->name + " " + f->type + "\n";
         for (const auto& [labels, value] : f->samples)
             out += std::string(f->name) + labels + " " + number(value) + "\n";

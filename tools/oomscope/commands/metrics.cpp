@@ -8,6 +8,7 @@
 #include "flight_target.h"
 
 #include "common/paths.h"
+#include "interpret/flight_reader.h"
 #include "interpret/recover.h"
 #include "report/render/prometheus.h"
 
@@ -19,6 +20,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <iostream>
+#include <map>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -203,10 +205,10 @@ private:
     // The metrics of the processes the targets name now.
     std::string exposition() const
     {
-        std::vector<std::string> files;
+        std::vector<std::string> files, notOurs;
         for (const std::string& t : m_targets) {
             if (common::isDir(t)) {
-                for (std::string& f : liveFlightFiles(t))
+                for (std::string& f : liveFlightFiles(t, &notOurs))
                     files.push_back(std::move(f));
                 continue;
             }
@@ -215,13 +217,21 @@ private:
                 files.push_back(path);
         }
         std::vector<report::Report> snapshots;
+        std::map<std::string, uint64_t> unreadable;  // by reason: the fleet sees what it misses
+        if (!notOurs.empty())
+            unreadable[interpret::flightProblemName(interpret::FlightProblem::Permission)] += notOurs.size();
         for (const std::string& f : files) {
             report::Report r;
             std::string error;
-            if (interpret::snapshotReport(f, &r, &error, 0))  // without the events: as top reads
-                snapshots.push_back(std::move(r));            // (a process that ended meanwhile drops out)
+            if (interpret::snapshotReport(f, &r, &error, 0)) {  // without the events: as top reads
+                snapshots.push_back(std::move(r));
+                continue;
+            }
+            struct stat st {};
+            if (::stat(f.c_str(), &st) == 0)  // a process that ended meanwhile drops out
+                ++unreadable[interpret::flightProblemName(interpret::flightFileProblem(f))];
         }
-        return report::renderPrometheus(snapshots, OOMSCOPE_VERSION, m_source);
+        return report::renderPrometheus(snapshots, OOMSCOPE_VERSION, m_source, unreadable);
     }
 
     bool writeTextfile() const
