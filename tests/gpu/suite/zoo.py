@@ -98,9 +98,22 @@ class Budget:
             self.cv.notify_all()
 
 
-def run_trial(cmd, log, env=None):
+# When the rows' runs stop (monotonic seconds), so that the ballast has the GPU alone before the
+# zoo's deadline: a row cut by it is said, and what it had (fit's answer) kept.
+ROWS_END = [float("inf")]
+
+
+def left():
+    remaining = ROWS_END[0] - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError("cut by the zoo's deadline (OOMSCOPE_ZOO_DEADLINE)")
+    return remaining
+
+
+def run_trial(cmd, log, env=None, rows=True):
     start = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=dict(os.environ, **(env or {})))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=min(400, left()) if rows else 400,
+                       env=dict(os.environ, **(env or {})))
     seconds = time.monotonic() - start
     with open(log, "w") as f:
         f.write(" ".join(cmd) + f"\nexit {p.returncode}, {seconds:.1f} s\n" + p.stdout + p.stderr[-4000:])
@@ -112,7 +125,7 @@ def row_fit(ctx, out, model, card):
     cmd = [ctx.oomscope, "fit", "-o", os.path.join(out, "fit"), "--device-limit", f"{card}GiB", "--steps", str(STEPS),
            "--verify", "--format", "json", "--", sys.executable, TRIAL, model, "{}"]
     start = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=min(900, left()))
     with open(os.path.join(out, "fit.json"), "w") as f:
         f.write(p.stdout + p.stderr)
     check(p.returncode in (0, 1, 3) and p.stdout.strip(), f"fit {model}: exit {p.returncode}: {p.stderr[-800:]}")
@@ -157,6 +170,8 @@ def row(ctx, model, card):
                                             "refused", "verify", "verify_seconds", "largest_measured_size",
                                             "context_bytes", "model", "predicted_bytes", "headroom_bytes")}
     result["fit"]["sizes"] = fit["sizes"]
+    with open(os.path.join(ctx.outdir, "fit_zoo", f"{model}-{card}.json"), "w") as f:
+        json.dump(result, f, indent=1)  # fit's answer is kept should the search be cut
     # Our reading of a run's report is fit's: at each size fit ran, the peak it measured.
     verified = {v["size"]: v for v in fit.get("verify") or []}
     for s in fit["sizes"]:
@@ -215,7 +230,7 @@ def ballast(ctx, rows, deadline):
                 probes = []
 
                 def test(n):
-                    ok, seconds = run_trial(trial_cmd(model, n), os.path.join(out, f"ballast-{n}.log"))
+                    ok, seconds = run_trial(trial_cmd(model, n), os.path.join(out, f"ballast-{n}.log"), rows=False)
                     probes.append({"size": n, "fits": ok, "seconds": seconds})
                     print(f"  {model}: beside the ballast {n} {'fits' if ok else 'oom'} ({seconds:.1f} s)", flush=True)
                     return ok
@@ -252,6 +267,7 @@ def gpu_free_gib():
 def fit_zoo(ctx):
     start = time.monotonic()
     deadline = start + float(os.environ.get("OOMSCOPE_ZOO_DEADLINE", "560"))
+    ROWS_END[0] = deadline - 100
     rows = ROWS
     if os.environ.get("OOMSCOPE_ZOO_ROWS"):
         rows = [(m, float(c) if "." in c else int(c)) for m, c in
@@ -278,17 +294,18 @@ def fit_zoo(ctx):
             budget.give(card)
 
     # Rows start in ROWS' order, a later one first where an earlier one's card does not fit in
-    # what is left; none starts within 150 s of the deadline (the ballast needs the GPU alone).
+    # what is left; none starts within 250 s of the deadline, and their runs stop 100 s before
+    # it (the ballast needs the GPU alone).
     pending, threads = list(rows), []
     while pending:
         with budget.cv:
             startable = next(((m, c) for m, c in pending if c <= budget.left), None)
             if startable is None:
-                if time.monotonic() > deadline - 150:
+                if time.monotonic() > deadline - 250:
                     break
                 budget.cv.wait(5)
                 continue
-            if time.monotonic() > deadline - 150:
+            if time.monotonic() > deadline - 250:
                 break
             budget.left -= startable[1]
         pending.remove(startable)
@@ -306,6 +323,7 @@ def fit_zoo(ctx):
     with open(os.path.join(ctx.outdir, "fit_zoo", "table.md"), "w") as f:
         f.write(summary + "\n")
     check(not failed, "; ".join(failed))
+    check(done, "no row ran" + (f" (not started before the deadline: {', '.join(skipped)})" if skipped else ""))
     bar = verdict(done)
     check(bar.startswith("the bar holds"), bar)
     return (f"{len(done)} rows ({', '.join(r['model'] for r in done)})" +
