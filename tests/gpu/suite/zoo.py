@@ -267,7 +267,7 @@ def gpu_free_gib():
 def fit_zoo(ctx):
     start = time.monotonic()
     deadline = start + float(os.environ.get("OOMSCOPE_ZOO_DEADLINE", "560"))
-    ROWS_END[0] = deadline - 100
+    ROWS_END[0] = deadline - float(os.environ.get("OOMSCOPE_ZOO_BALLAST_S", "100"))
     rows = ROWS
     if os.environ.get("OOMSCOPE_ZOO_ROWS"):
         rows = [(m, float(c) if "." in c else int(c)) for m, c in
@@ -294,18 +294,18 @@ def fit_zoo(ctx):
             budget.give(card)
 
     # Rows start in ROWS' order, a later one first where an earlier one's card does not fit in
-    # what is left; none starts within 250 s of the deadline, and their runs stop 100 s before
-    # it (the ballast needs the GPU alone).
+    # what is left. Their runs stop OOMSCOPE_ZOO_BALLAST_S (100) seconds before the deadline (the
+    # ballast needs the GPU alone), and none starts within 150 s of that.
     pending, threads = list(rows), []
     while pending:
         with budget.cv:
             startable = next(((m, c) for m, c in pending if c <= budget.left), None)
             if startable is None:
-                if time.monotonic() > deadline - 250:
+                if time.monotonic() > ROWS_END[0] - 150:
                     break
                 budget.cv.wait(5)
                 continue
-            if time.monotonic() > deadline - 250:
+            if time.monotonic() > ROWS_END[0] - 150:
                 break
             budget.left -= startable[1]
         pending.remove(startable)
