@@ -22,14 +22,14 @@ def test_predicts_the_exact_largest_size(build, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["largest_size"] == 29
-    # 1, 2 and 4 at once, then of an eighth and a quarter of what they predict (29: 3 and 7)
-    # those above 4.
-    assert [s["size"] for s in out["sizes"]] == [1, 2, 4, 7] and all(s["fits"] for s in out["sizes"])
-    assert out["rounds"] == [[1, 2, 4], [7]] and out["rerun_alone"] == []
+    # 1, 2 and 4 at once, and no more: 29 is less than 8x 4 (a second round at a quarter of it,
+    # 7, would not halve the extrapolation).
+    assert [s["size"] for s in out["sizes"]] == [1, 2, 4] and all(s["fits"] for s in out["sizes"])
+    assert out["rounds"] == [[1, 2, 4]] and out["rerun_alone"] == []
     assert out["context_bytes"] == 32 << 20 and out["capacity_bytes"] == 1 << 30
     assert out["predicted_bytes"] == (32 + 100 + 29 * 30) << 20
     assert out["margin_bytes"] == (1024 - 32 - 100 - 29 * 30) << 20
-    assert out["largest_measured_size"] == 7
+    assert out["largest_measured_size"] == 4
     # The model against each run it was fitted to: by source, and its residual (exact here).
     for s in out["sizes"]:
         assert s["measured_bytes"] == s["peak_bytes"] == (100 + 30 * s["size"]) << 20, s
@@ -39,7 +39,12 @@ def test_predicts_the_exact_largest_size(build, tmp_path):
     text = fit(build, tmp_path / "text")
     assert "Largest size that fits device 0 (1.00 GiB): 29" in text.stdout, text.stdout + text.stderr
     assert "the largest size measured" not in text.stdout  # 29 is within 8x of 7
-    assert "(sizes 1+2+4, then 7;" in text.stdout, text.stdout
+    assert "(sizes 1+2+4;" in text.stdout, text.stdout
+    # A card with room for 132: then an eighth and a quarter of it (16 and 33), together.
+    big = fit(build, tmp_path / "big", "--format", "json", FAKECUDA_CAPACITY="4GiB")
+    assert big.returncode == 0, big.stderr
+    big = json.loads(big.stdout)
+    assert big["largest_size"] == 132 and big["rounds"] == [[1, 2, 4], [16, 33]], big["rounds"]
     far = fit(build, tmp_path / "far", "--sizes", "1,2,3")
     assert ": 29" in far.stdout and "9x the largest size measured" in far.stdout, far.stdout
 

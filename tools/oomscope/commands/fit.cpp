@@ -4,9 +4,10 @@
 // (report/analysis/fit.h) and says the largest size that fits the device (or the limit), with
 // its margin and the breakdown there; --verify runs that size and the next one up.
 //
-// The sizes, by default: 1, 2 and 4, then those of an eighth and a quarter of the size they
-// predict that are above 4, so that the answer is extrapolated 4x at most (one round where it
-// is 16 or less: a trial's start dominates a short program, GPT-2's 20 s). The runs of a round go at the same time when
+// The sizes, by default: 1, 2 and 4, then, where they predict 32 or more, those of an eighth
+// and a quarter of that size that are above 4, so that the answer is extrapolated 4x at most
+// (8x from one round where it is below 32: a trial's start dominates a short program, GPT-2's
+// 12 to 20 s). The runs of a round go at the same time when
 // the device has room for all of them (their peaks bounded from the runs before, with a
 // quarter to spare); one that runs out of memory beside others is run again alone.
 #include "command.h"
@@ -64,7 +65,7 @@ public:
             name(), "Will it fit? Run a command at a few small sizes ({} in its arguments, OOMSCOPE_FIT_SIZE in its "
                     "environment) and predict the largest that fits the GPU: oomscope fit [options] -- CMD ... {} ...");
         c->add_option("--sizes", m_sizes, "The sizes to run at, ascending (default: 1, 2 and 4, then an eighth and a "
-                                          "quarter of the size they predict)")
+                                          "quarter of the size they predict where it is 32 or more)")
             ->type_name("N,N,...");
         c->add_option("--device-limit", m_limit, "Predict for a smaller card: SIZE or a card's name (as run's "
                                                  "--device-limit; the runs are rehearsed under it)")
@@ -255,16 +256,20 @@ int FitCommand::run()
     } else if (!oomSeen()) {
         // An eighth and a quarter of what the small runs predict, those above the largest run:
         // the answer is then extrapolated 4x at most, and a wrong guess of the line costs one
-        // round, not the fit.
+        // round, not the fit. Only where that at least halves the extrapolation (the answer is
+        // 8x the largest run or more): a round costs what a run of the program costs, and a
+        // run at 5 or 6 beside 4 tells the line nothing new (GPT-2 under 40 GiB on an H100: the
+        // same answer without its run at 6, in half the time; docs/GPU-RESULTS.md).
         std::vector<const FitTrial*> fitting;
         for (const FitTrial& t : trials)
             fitting.push_back(&t);
         const bool measured = std::all_of(trials.begin(), trials.end(), [](const FitTrial& t) { return !t.peaks.empty(); });
         if (measured && report::peakChangesWithSize(fitting)) {
             const uint64_t largest = report::bindingPrediction(fitting).largest, ran = first.back();
-            for (uint64_t n : {largest / 8, largest / 4})
-                if (n > ran && n < largest && (rest.empty() || n > rest.back()))
-                    rest.push_back(n);
+            if (largest / 4 >= 2 * ran)
+                for (uint64_t n : {largest / 8, largest / 4})
+                    if (n > ran && n < largest && (rest.empty() || n > rest.back()))
+                        rest.push_back(n);
         }
     }
     if (!rest.empty() && !oomSeen()) {
