@@ -332,7 +332,10 @@ def fit_zoo(ctx):
 
 
 def stats(r):
-    out = [p for p in r["points"] if p["where"] != "fitted"]
+    """The model's peak against the measured one at the sizes fit did not run (out of sample):
+    the mean and the largest relative error."""
+    ran = {p["size"] for p in r["points"] if p["where"] == "fitted"}
+    out = [p for p in r["points"] if p["where"] != "fitted" and p["size"] not in ran]
     errs = [abs(p["relative"]) for p in out]
     return out, (sum(errs) / len(errs) if errs else None), (max(errs) if errs else None)
 
