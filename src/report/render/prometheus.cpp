@@ -117,10 +117,8 @@ std::string renderPrometheus(const std::vector<Report>& snapshots, const std::st
                    "user's; version: another oomscope's format; damaged): their memory is missing from these metrics."};
 
     build.add({{"version", version}}, 1);
-    for (const char* reason : {"permission", "version", "damaged"}) {
-        auto it = unreadable.find(reason);
-        skipped.add({{"reason", reason}}, it == unreadable.end() ? 0.0 : double(it->second));
-    }
+    for (const auto& [reason, files] : unreadable)
+        skipped.add({{"reason", reason}}, double(files));
     for (const Report& r : snapshots) {
         // The framework adapter attached is one of the capture's backends.
         std::string framework;

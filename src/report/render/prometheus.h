@@ -20,8 +20,7 @@
 namespace oomscope::report {
 
 // unreadable: flight files of processes running here that could not be read, by reason
-// (permission, version, damaged: interpret::FlightProblem); every reason is a series, 0 where
-// none, so that an alert on it needs no absent().
+// (interpret::FlightProblem's names), a series each.
 std::string renderPrometheus(const std::vector<Report>& snapshots, const std::string& version,
                              const SourceLine& source = {}, const std::map<std::string, uint64_t>& unreadable = {});
 

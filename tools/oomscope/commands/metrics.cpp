@@ -217,9 +217,12 @@ private:
                 files.push_back(path);
         }
         std::vector<report::Report> snapshots;
-        std::map<std::string, uint64_t> unreadable;  // by reason: the fleet sees what it misses
-        if (!notOurs.empty())
-            unreadable[interpret::flightProblemName(interpret::FlightProblem::Permission)] += notOurs.size();
+        // By reason, every reason a series (0 where none: an alert on it needs no absent()).
+        std::map<std::string, uint64_t> unreadable;
+        using interpret::FlightProblem;
+        for (FlightProblem p : {FlightProblem::Permission, FlightProblem::Version, FlightProblem::Damaged})
+            unreadable[interpret::flightProblemName(p)] = 0;
+        unreadable[interpret::flightProblemName(FlightProblem::Permission)] += notOurs.size();
         for (const std::string& f : files) {
             report::Report r;
             std::string error;
