@@ -23,7 +23,7 @@ echo "== oomscope run -o $outdir -- $(basename "$program") 8"
 status=0
 "$oomscope" run -o "$outdir" -- "$program" 8 || status=$?
 echo "== the program exited with status $status (it runs out of memory on purpose)"
-report=$(ls -t "$outdir"/oomscope-*-oom*.json | head -n 1)
+report=$(ls -t "$outdir"/oomscope-*-oom*.json | sed -n 1p)  # sed reads to the end: no SIGPIPE under pipefail
 echo "== oomscope report $report"
 echo
 "$oomscope" report "$report"

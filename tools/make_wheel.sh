@@ -35,7 +35,9 @@ for bundled in libunwind.so.8 libdw.so.1 libelf.so.1; do
       libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libgcc_s.so.*|libstdc++.so.*) ;;
       *)
         [ -f "$native/lib/oomscope/$lib" ] && continue
-        path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+        # awk reads to the end: leaving early would end ldconfig by SIGPIPE, which pipefail
+        # makes this script's status (141) when the machine is loaded
+        path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ && !found {print $NF; found = 1}')
         [ -n "$path" ] || { echo "make wheel: $lib (needed by $bundled) not found" >&2; exit 1; }
         cp -L "$path" "$native/lib/oomscope/$lib"
         # and its copyright file, as its Debian package ships it
