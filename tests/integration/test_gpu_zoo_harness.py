@@ -1,0 +1,41 @@
+"""The GPU suite's model zoo (tests/gpu/suite/zoo.py) runs rarely, on a GPU lent for minutes:
+its harness is run here on the fake CUDA so that a bug in it costs no device time. The trial is
+fit_synthetic.py (100 MiB + 30 MiB·size, the fake device's context 32 MiB), the ballast a
+stand-in (each process has its own simulated device). What it checks is the harness: fit, the
+search and the ballast probes ran and agree where the arithmetic says they must, and the rows'
+JSON and the table are written. The scenario itself fails here (the fake's runs take no time,
+so fit is not a quarter of the search's), and that is asserted too."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GPU = os.path.join(HERE, "..", "gpu")
+
+
+def test_the_zoo_harness_on_the_fake_cuda(build, tmp_path):
+    env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib,
+                    OOMSCOPE_ZOO_TRIAL=os.path.join(HERE, "programs", "fit_synthetic.py"),
+                    OOMSCOPE_ZOO_HOG=os.path.join(HERE, "programs", "stand_in_ballast.py"),
+                    OOMSCOPE_ZOO_ROWS="arg:0.5,arg:0.75", OOMSCOPE_ZOO_BUDGET_GIB="2", OOMSCOPE_ZOO_DEADLINE="600")
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, os.path.join(GPU, "gpu_suite.py"), build.dir, str(out), "fit_zoo"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 1 and "FAIL  fit_zoo" in p.stdout, p.stdout + p.stderr
+    assert "the search" in p.stdout  # fit's time against the search's: the bar it misses here
+    for card, largest in (("0.5", 12), ("0.75", 21)):  # (card − 32 − 100) / 30 MiB
+        row = json.load(open(out / "fit_zoo" / f"arg-{card}.json"))
+        assert row["fit"]["largest_size"] == largest and row["search"]["truth"] == largest, row
+        sizes = [probe["size"] for probe in row["search"]["probes"]]
+        assert sizes[:3] == [2, 4, 8] and largest in sizes and largest + 1 in sizes, sizes  # doubling, then bisection
+        # Out of sample: sizes the search ran and fit did not, where the line is exact.
+        ran = {p["size"] for p in row["points"] if p["where"] == "fitted"}
+        outside = [p for p in row["points"] if p["where"] != "fitted" and p["size"] not in ran]
+        assert outside and all(abs(p["relative"]) < 1e-9 for p in outside), row["points"]
+        assert [probe["size"] for probe in row["ballast"]["probes"]][:1] == [largest], row["ballast"]
+    table = open(out / "fit_zoo" / "table.md").read()
+    assert table.count("\n| arg |") == 2, table
+    again = subprocess.run([sys.executable, "-m", "suite.zoo", "table", str(out)], capture_output=True, text=True,
+                           cwd=GPU, timeout=60)
+    assert again.returncode == 0 and again.stdout.startswith(table.strip()), again.stdout + again.stderr
