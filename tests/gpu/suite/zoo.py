@@ -23,7 +23,9 @@ Runnable alone: tests/gpu/run_all.sh PREFIX OUT fit_zoo. OOMSCOPE_ZOO_ROWS=MODEL
 rows (default: ROWS); OOMSCOPE_ZOO_DEADLINE (seconds, default 560): no row starts, and no
 ballast probe, after it (rows not done are listed); each row's result is written to
 OUT/fit_zoo/ROW.json as it ends, and `python3 -m suite.zoo table OUT...` prints the table of
-docs/GPU-RESULTS.md from them."""
+docs/GPU-RESULTS.md from them. The harness itself runs in CI on the fake CUDA
+(tests/integration/test_gpu_zoo_harness.py: OOMSCOPE_ZOO_TRIAL, OOMSCOPE_ZOO_HOG and
+OOMSCOPE_ZOO_BUDGET_GIB stand in for the GPU's)."""
 
 import glob
 import json
