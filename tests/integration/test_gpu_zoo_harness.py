@@ -3,8 +3,9 @@ its harness is run here on the fake CUDA so that a bug in it costs no device tim
 fit_synthetic.py (100 MiB + 30 MiB·size, the fake device's context 32 MiB), the ballast a
 stand-in (each process has its own simulated device). What it checks is the harness: fit, the
 search and the ballast probes ran and agree where the arithmetic says they must, and the rows'
-JSON and the table are written. The scenario itself fails here (the fake's runs take no time,
-so fit is not a quarter of the search's), and that is asserted too."""
+JSON and the table are written. The scenario itself fails here, as it must: the stand-in
+ballast holds nothing, so beside it the rehearsed answer is not the real card's. (Whether fit
+takes a quarter of the search's time is not asserted: that depends on the machine's load.)"""
 import json
 import os
 import subprocess
@@ -23,7 +24,8 @@ def test_the_zoo_harness_on_the_fake_cuda(build, tmp_path):
     p = subprocess.run([sys.executable, os.path.join(GPU, "gpu_suite.py"), build.dir, str(out), "fit_zoo"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 1 and "FAIL  fit_zoo" in p.stdout, p.stdout + p.stderr
-    assert "the search" in p.stdout  # fit's time against the search's: the bar it misses here
+    # The stand-in holds nothing: beside it each trial has its whole simulated device (29 fits).
+    assert "rehearsed 12, beside the ballast 29" in p.stdout, p.stdout
     for card, largest in (("0.5", 12), ("0.75", 21)):  # (card − 32 − 100) / 30 MiB
         row = json.load(open(out / "fit_zoo" / f"arg-{card}.json"))
         assert row["fit"]["largest_size"] == largest and row["search"]["truth"] == largest, row
