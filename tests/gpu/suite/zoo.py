@@ -50,10 +50,6 @@ ROWS = [
 ]
 
 
-def card_bytes(card):
-    return int(float(card) * GiB)
-
-
 def trial_cmd(model, n):
     return [sys.executable, TRIAL, model, str(n), str(STEPS)]
 
