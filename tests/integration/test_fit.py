@@ -131,6 +131,45 @@ def test_out_of_memory_at_a_measured_size_still_predicts(build, tmp_path):
     assert "(sizes 4+8, then 16, then 32;" in p.stdout, p.stdout
 
 
+def test_a_leading_size_above_the_line_of_the_rest_is_left_out(build, tmp_path):
+    # The peak 100 + max(100, 60·n) MiB (a step of its own sets it at size 1): the line of the
+    # larger sizes, 100 + 60·n, answers on a 4 GiB card: 32 + 100 + 60·n <= 4096: 66.
+    p = fit(build, tmp_path, "--format", "json", command=("kink", "{}"), FAKECUDA_CAPACITY="4GiB")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["largest_size"] == 66, out
+    assert out["rounds"][0] == [1, 2, 4] and len(out["rounds"]) == 2, out["rounds"]
+    at = {s["size"]: s for s in out["sizes"]}
+    assert at[1].get("left_out") and not any(s.get("left_out") for n, s in at.items() if n != 1), out["sizes"]
+    assert at[1]["measured_bytes"] == 200 << 20 and at[1]["predicted_bytes"] == 160 << 20  # shown, not held to
+    # On 1 GiB the first round answers below 8x its largest run, but it is no line (size 1 is
+    # 19 % above it): a second round at 8 and 16 (one after the other: no room for both; 16
+    # runs out of memory) tells the kink from a curve, and the line of 2, 4 and 8 answers:
+    # 32 + 100 + 60·n <= 1024: 14.
+    small = fit(build, tmp_path / "small", "--format", "json", command=("kink", "{}"))
+    assert small.returncode == 0, small.stderr
+    small = json.loads(small.stdout)
+    assert small["rounds"] == [[1, 2, 4], [8], [16]] and small["largest_size"] == 14, small
+    assert [s["size"] for s in small["sizes"] if s.get("left_out")] == [1]
+    text = fit(build, tmp_path / "text", command=("kink", "{}"), FAKECUDA_CAPACITY="4GiB")
+    assert "(left out: 1, above the line through the larger sizes" in text.stdout, text.stdout
+    assert "Largest size that fits device 0 (4.00 GiB): 66" in text.stdout
+
+
+def test_a_peak_flat_at_the_first_sizes_is_looked_for_further_up(build, tmp_path):
+    # The peak 100 + max(400, 30·n) MiB does not move from 1 to 4: 16, 32 and 64 are run, on
+    # the line 100 + 30·n beyond the kink, and the first round is left out: 132 on 4 GiB.
+    p = fit(build, tmp_path, "--format", "json", command=("flat", "{}"), FAKECUDA_CAPACITY="4GiB")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["rounds"] == [[1, 2, 4], [16, 32, 64]], out["rounds"]
+    assert out["largest_size"] == 132, out
+    assert [s["size"] for s in out["sizes"] if s.get("left_out")] == [1, 2, 4]
+    # Still flat at 64: refused, as before, after the second round.
+    constant = fit(build, tmp_path / "constant", "--format", "json", command=("constant",), FAKECUDA_CAPACITY="4GiB")
+    assert constant.returncode == 3 and json.loads(constant.stdout)["rounds"] == [[1, 2, 4], [16, 32, 64]]
+
+
 def test_a_command_that_ignores_the_size_is_told(build, tmp_path):
     p = fit(build, tmp_path, command=("constant",))
     assert p.returncode == 3
@@ -189,3 +228,19 @@ def test_pytorch_needs_what_it_allocates_not_what_it_caches(build, tmp_path):
     assert out["largest_size_by_tracked_peak"] == 17
     assert out["headroom_bytes"] == 50 * (1 << 20) // 2
     assert [(v["size"], v["fits"]) for v in out["verify"]] == [(28, True), (29, True)]
+
+
+def test_a_largest_segment_of_a_tenth_of_the_peak_is_kept_free_whole(build, tmp_path):
+    # A language model's logits (40 MiB·n beside a peak of 20 + 70·n): at the edge PyTorch's
+    # allocator strands a segment of that size (the OOM reports on the GPU), so all of it stays
+    # free: 32 + 20 + 70·n + 40·n <= 1024 MiB: 8 (10 with half of it; the fake strands none).
+    p = fit(build, tmp_path, "--format", "json", command=("{}", "logits"),
+            program=os.path.join(HERE, "programs", "fit_torch.py"), PYTHONPATH=os.path.join(HERE, "fake_torch"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    assert out["largest_size"] == 8, out
+    assert out["headroom_bytes"] == 8 * 40 << 20
+    text = fit(build, tmp_path / "text", command=("{}", "logits"),
+               program=os.path.join(HERE, "programs", "fit_torch.py"), PYTHONPATH=os.path.join(HERE, "fake_torch"))
+    assert "headroom 320.00 MiB (the largest segment PyTorch's allocator asks for there: one of that size is stranded" \
+        in text.stdout, text.stdout

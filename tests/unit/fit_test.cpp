@@ -49,10 +49,87 @@ TEST_CASE("fit: headroom for the largest segment a caching allocator asks for", 
     const FitModel model = fitPeaks(runs({1, 2, 4, 8}, 100 * MiB, 30 * MiB));
     SourceModel segment;
     segment.b = 8 * MiB;  // the largest segment: 8 MiB per item
-    CHECK(headroomAt(segment, 10) == uint64_t(kHeadroomShare * 80 * MiB));
-    // 32 + 164 + 30·n + (half of 8·n) <= 1024 MiB: n <= 24.4 (27 without the headroom).
-    CHECK(largestFitting(model, 32 * MiB, 1024 * MiB, &segment) == 24);
+    // Below a tenth of the peak, half the segment (80 MiB against 1000 MiB).
+    CHECK(headroomAt(segment, 10, 1000 * MiB) == uint64_t(kHeadroomShare * 80 * MiB));
+    // From a tenth on, the whole of it: a segment of that size is stranded at the edge.
+    CHECK(headroomAt(segment, 10, 800 * MiB) == 80 * MiB);
+    CHECK(headroomAt(segment, 10, 801 * MiB) == 40 * MiB);
+    // A convolutional network's: 2 MiB per item, under a tenth of the peak at every size:
+    // 32 + 164 + 30·n + (half of 2·n) <= 1024 MiB: n <= 26.7 (27 without the headroom).
+    segment.b = 2 * MiB;
+    CHECK(largestFitting(model, 32 * MiB, 1024 * MiB, &segment) == 26);
     CHECK(largestFitting(model, 32 * MiB, 1024 * MiB, nullptr) == 27);
     const SourceModel none;
     CHECK(largestFitting(model, 32 * MiB, 1024 * MiB, &none) == 27);
+    // A language model's logits: 40 MiB per item beside a peak of 164 + 30·n, a tenth of it and
+    // more at every size: 164 + 30·n + 40·n <= 992 MiB: n <= 11.8 (17 with half of it).
+    SourceModel logits;
+    logits.b = 40 * MiB;
+    CHECK(largestFitting(model, 32 * MiB, 1024 * MiB, &logits) == 11);
+}
+
+namespace {
+FitTrial trialAt(uint64_t size, uint64_t torchBytes)
+{
+    FitTrial t;
+    t.size = size;
+    t.fits = true;
+    t.peaks[0] = FitPoint{size, {{Source::Torch, torchBytes}}};
+    t.context[0] = 0;
+    t.capacity[0] = 4096 * MiB;
+    return t;
+}
+} // namespace
+
+TEST_CASE("fit: a leading size above the line of the larger ones is left out (a hinge)", "[fit]")
+{
+    // BERT-base's shape: at batch 1 the optimizer's update sets the peak (2300 MiB), from 2 on
+    // the activations (2000 + 200·n).
+    std::vector<FitTrial> trials = {trialAt(1, 2300 * MiB), trialAt(2, 2400 * MiB), trialAt(4, 2800 * MiB),
+                                    trialAt(9, 3800 * MiB), trialAt(18, 5600 * MiB)};
+    std::vector<const FitTrial*> fitting;
+    for (const FitTrial& t : trials)
+        fitting.push_back(&t);
+    CHECK(leadingLeftOut(fitting, 0) == 1);
+    const FitPrediction p = bindingPrediction(fitting);
+    CHECK(p.leftOut == std::vector<uint64_t>{1});
+    CHECK_FALSE(p.model.at(Source::Torch).quadratic);
+    CHECK(p.model.at(Source::Torch).b == Approx(200.0 * MiB).epsilon(1e-9));
+    CHECK(p.largest == (4096 - 2000) / 200);  // the line of the larger sizes, exactly
+    // Left out, size 1 is shown and not held to the bound: the runs explain themselves.
+    CHECK(unexplainedRuns(fitting, fitResiduals(p, fitting), p).empty());
+    // All five on one line: nothing left out. One point a little above (1 %): kept.
+    trials[0] = trialAt(1, 2200 * MiB);
+    CHECK(leadingLeftOut(fitting, 0) == 0);
+    trials[0] = trialAt(1, 2222 * MiB);
+    CHECK(leadingLeftOut(fitting, 0) == 0);
+    // A peak that bends upwards all along (a quadratic term) leaves nothing out: the parabola
+    // takes it (the first point is above the chord of the rest, but the rest are no line).
+    std::vector<FitTrial> up = {trialAt(1, 2010 * MiB), trialAt(2, 2040 * MiB), trialAt(4, 2160 * MiB),
+                                trialAt(8, 2640 * MiB), trialAt(16, 4560 * MiB)};
+    std::vector<const FitTrial*> upward;
+    for (const FitTrial& t : up)
+        upward.push_back(&t);
+    CHECK(leadingLeftOut(upward, 0) == 0);
+    CHECK(bindingPrediction(upward).model.at(Source::Torch).quadratic);
+    // An LSTM's: flat to 8 (its weights, gradients and Adam's state), then the activations;
+    // the runs of fit's escalation (16, 32, 64) on their line, the first round above it.
+    std::vector<FitTrial> lstm = {trialAt(1, 1730 * MiB), trialAt(2, 1730 * MiB), trialAt(4, 1730 * MiB),
+                                  trialAt(16, 1400 * MiB + 54 * 16 * MiB), trialAt(32, 1400 * MiB + 54 * 32 * MiB),
+                                  trialAt(64, 1400 * MiB + 54 * 64 * MiB)};
+    std::vector<const FitTrial*> flat;
+    for (const FitTrial& t : lstm)
+        flat.push_back(&t);
+    CHECK(leadingLeftOut(flat, 0) == 3);
+    CHECK(bindingPrediction(flat).model.at(Source::Torch).b == Approx(54.0 * MiB).epsilon(1e-9));
+    // Only two on the line after the kink: not told from a curve, nothing left out.
+    flat.erase(flat.begin() + 4);
+    CHECK(leadingLeftOut(flat, 0) == 0);
+    // Three runs at least stay: two points are a line through anything (a first round of three
+    // keeps its line through all three).
+    trials[0] = trialAt(1, 2300 * MiB);
+    std::vector<const FitTrial*> first(fitting.begin(), fitting.begin() + 3);
+    CHECK(leadingLeftOut(first, 0) == 0);
+    std::vector<const FitTrial*> four(fitting.begin(), fitting.begin() + 4);
+    CHECK(leadingLeftOut(four, 0) == 1);
 }

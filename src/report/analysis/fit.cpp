@@ -102,9 +102,10 @@ uint64_t predictPeak(const FitModel& model, uint64_t n, std::map<Source, uint64_
     return total;
 }
 
-uint64_t headroomAt(const SourceModel& largestSegment, uint64_t n)
+uint64_t headroomAt(const SourceModel& largestSegment, uint64_t n, uint64_t peak)
 {
-    const double v = kHeadroomShare * largestSegment.at(double(n));
+    const double segment = largestSegment.at(double(n));
+    const double v = segment >= kStrandedAbove * double(peak) ? segment : kHeadroomShare * segment;
     return v <= 0 ? 0 : v >= 1.8e19 ? UINT64_MAX / 4 : uint64_t(v);
 }
 
@@ -112,7 +113,7 @@ uint64_t largestFitting(const FitModel& model, uint64_t fixed, uint64_t capacity
                         uint64_t most)
 {
     auto fits = [&](uint64_t n) {
-        const uint64_t need = predictPeak(model, n) + (headroom ? headroomAt(*headroom, n) : 0);
+        const uint64_t peak = predictPeak(model, n), need = peak + (headroom ? headroomAt(*headroom, n, peak) : 0);
         return fixed <= capacity && need <= capacity - fixed;
     };
     if (!fits(1))
@@ -218,22 +219,57 @@ bool peakChangesWithSize(const std::vector<const FitTrial*>& fitting)
     return high > low + std::max<uint64_t>(uint64_t(1) << 20, low / 200);
 }
 
+size_t leadingLeftOut(const std::vector<const FitTrial*>& fitting, int64_t device)
+{
+    // The fewest leading runs whose leaving out puts the rest on a line with every one of them
+    // above it. Three at least are left: two are a line through anything (a peak in steps, a
+    // curve bending upwards, whose chord extended under-predicts it, would pass for a kink).
+    for (size_t k = 1; k + 3 <= fitting.size(); ++k) {
+        std::vector<double> x, y;
+        for (size_t i = k; i < fitting.size(); ++i) {
+            x.push_back(double(fitting[i]->size));
+            y.push_back(double(trialPeakOn(*fitting[i], device)));
+        }
+        double line[3] = {};
+        if (!leastSquares(x, y, 1, line))
+            continue;
+        bool straight = true;
+        for (size_t i = 0; i < x.size() && straight; ++i)
+            straight = std::fabs(line[0] + line[1] * x[i] - y[i]) <= std::max(kHingeShare * y[i], double(kResidualFloor));
+        if (!straight)
+            continue;  // the rest bend: not a kink (the quadratic term's case)
+        bool above = true;
+        for (size_t i = 0; i < k && above; ++i) {
+            const double peak = double(trialPeakOn(*fitting[i], device));
+            above = peak - (line[0] + line[1] * double(fitting[i]->size)) >
+                    std::max(kHingeShare * peak, double(kResidualFloor));
+        }
+        if (above)
+            return k;
+    }
+    return 0;
+}
+
 FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting)
 {
     FitPrediction p;
     bool any = false;
     for (const auto& [device, first] : fitting.front()->peaks) {
+        const size_t skip = leadingLeftOut(fitting, device);
         std::vector<FitPoint> points;
-        for (const FitTrial* t : fitting)
-            if (auto it = t->peaks.find(device); it != t->peaks.end())
-                points.push_back(it->second);
         FitPrediction d;
         d.device = device;
+        for (size_t i = 0; i < fitting.size(); ++i) {
+            if (i < skip)
+                d.leftOut.push_back(fitting[i]->size);
+            else if (auto it = fitting[i]->peaks.find(device); it != fitting[i]->peaks.end())
+                points.push_back(it->second);
+        }
         d.model = fitPeaks(points);
         std::vector<FitPoint> segments;
-        for (const FitTrial* t : fitting)
-            if (auto it = t->largestSegment.find(device); it != t->largestSegment.end())
-                segments.push_back({t->size, {{Source::Other, it->second}}});
+        for (size_t i = skip; i < fitting.size(); ++i)
+            if (auto it = fitting[i]->largestSegment.find(device); it != fitting[i]->largestSegment.end())
+                segments.push_back({fitting[i]->size, {{Source::Other, it->second}}});
         if (const FitModel m = fitPeaks(segments); m.count(Source::Other))
             d.largestSegment = m.at(Source::Other);
         // What the process holds outside its tracked memory (the context): its own memory as
@@ -290,8 +326,9 @@ std::vector<FitResidual> fitResiduals(const FitPrediction& p, const std::vector<
 }
 
 std::vector<std::string> unexplainedRuns(const std::vector<const FitTrial*>& fitting,
-                                         const std::vector<FitResidual>& residuals, int64_t device)
+                                         const std::vector<FitResidual>& residuals, const FitPrediction& prediction)
 {
+    const int64_t device = prediction.device;
     std::vector<std::string> why;
     for (size_t i = 1; i < fitting.size(); ++i) {
         const uint64_t before = trialPeakOn(*fitting[i - 1], device), now = trialPeakOn(*fitting[i], device);
@@ -310,6 +347,8 @@ std::vector<std::string> unexplainedRuns(const std::vector<const FitTrial*>& fit
         return why;
     }
     for (const FitResidual& r : residuals) {
+        if (std::find(prediction.leftOut.begin(), prediction.leftOut.end(), r.size) != prediction.leftOut.end())
+            continue;
         const double off = std::abs(double(r.predictedBytes) - double(r.measuredBytes));
         if (off > std::max(kResidualBound * double(r.measuredBytes), double(kResidualFloor))) {
             char pct[32];

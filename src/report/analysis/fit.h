@@ -37,21 +37,26 @@ uint64_t predictPeak(const FitModel& model, uint64_t n, std::map<Source, uint64_
 
 // The largest n >= 1 (at most `most`) with predictPeak(n) + headroom(n) + fixed <= capacity; 0
 // when not even size 1 fits. Assumes the peak grows with n (a model that shrinks is clamped by
-// `most`). headroom: what must stay free beside the peak (kHeadroomShare of the largest segment
-// a caching allocator asks for at that size), none when null.
+// `most`). headroom: what must stay free beside the peak (headroomAt: the largest segment a
+// caching allocator asks for at that size, half or whole), none when null.
 uint64_t largestFitting(const FitModel& model, uint64_t fixed, uint64_t capacity, const SourceModel* headroom = nullptr,
                         uint64_t most = uint64_t(1) << 40);
 
 // Near the capacity a caching allocator (PyTorch's, CuPy's) strands free memory in segments
-// that still hold a live block, so that a large request can fail below the peak a roomier run
-// reserves. On the H200 (session 11, PyTorch's need modelled by its allocated peak): GPT-2 (bf16,
-// its largest segments the float32 logits, 206 MB per item) on the whole card trains at 93 and
-// not at 94, where the allocated peak with a quarter of the largest segment beside it says 96;
-// with half of it: 93 (exact), 14 under 24 GiB (truth 15) and ResNet-50 under 24 GiB 276 (truth
-// 280). An empirical rule, fitted to GPT-2's whole card and checked on the other two
-// (docs/GPU-RESULTS.md); --verify says when it misses.
+// that still hold a live block, so that a large request fails below the allocated peak. What
+// the OOM reports at the edge show (docs/GPU-RESULTS.md, "Over a model zoo"): the request that
+// fails is the largest one (a language model's float32 logits), and beside it a segment of that
+// size from the step before holds a few small live blocks and a hole of most of its size
+// (GPT-2 with checkpointing at 30 under 24 GiB: a 5890 MiB segment holding ten 90 MiB blocks;
+// an LSTM's 5470 MiB, BERT's 3398 MiB: half). Where the largest segment is a tenth of the peak
+// or more (kStrandedAbove), the prediction keeps the whole of it free; below, half of it
+// (kHeadroomShare: convolutional networks, whose largest requests are a few percent of the
+// peak, strand 0.1 to 0.5 GiB at 24 GiB). Empirical: fitted to GPT-2's whole H200 (half) and
+// to eight rows of the model zoo on an H100 (whole), no row's answer above its truth.
 constexpr double kHeadroomShare = 0.5;
-uint64_t headroomAt(const SourceModel& largestSegment, uint64_t n);
+constexpr double kStrandedAbove = 0.10;
+// peak: the predicted peak at n, which decides between half and whole.
+uint64_t headroomAt(const SourceModel& largestSegment, uint64_t n, uint64_t peak);
 
 struct Report;
 
@@ -103,9 +108,22 @@ struct FitPrediction {
     // model before PyTorch's allocated peaks were used, said in the JSON to compare the two.
     uint64_t largestByTracked = 0;
     std::map<Source, uint64_t> at;  // by source at the largest size
+    // Leading sizes whose peak sits above the line through the larger ones (a step the size does
+    // not scale sets it there: AdamW's update at BERT's batch 1): shown, not fitted or held to it.
+    std::vector<uint64_t> leftOut;
     std::vector<FitTrial> verified; // --verify: the largest size and the next one
 };
 FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting);
+
+// How many of `fitting` (by size) to leave out at the front on a device: the fewest leading runs
+// that sit above the line through the rest (each by kHingeShare of its peak and kResidualFloor)
+// while the rest, three runs at least, lie on it (each within kHingeShare of its peak). The
+// peak is then the larger of two lines (a phase that does not grow with the size, one that
+// does: AdamW's update at BERT's batch 1, an LSTM's weights and optimizer state up to batch 8),
+// and the larger sizes follow the second; a peak that bends upwards all along is left to the
+// quadratic term, a first round of three to the line through all three.
+inline constexpr double kHingeShare = 0.02;
+size_t leadingLeftOut(const std::vector<const FitTrial*>& fitting, int64_t device);
 
 // The model against its own runs, on the binding device: each measured run's peak by source
 // and the model's at its size (the context left out of both), and the relative residual.
@@ -124,8 +142,9 @@ std::vector<FitResidual> fitResiduals(const FitPrediction& prediction, const std
 // must move with the size. Each reason names its runs; empty when they explain themselves.
 inline constexpr double kResidualBound = 0.05;
 inline constexpr uint64_t kResidualFloor = uint64_t(4) << 20;
+// Sizes the prediction left out (FitPrediction::leftOut) are shown, not held to the bound.
 std::vector<std::string> unexplainedRuns(const std::vector<const FitTrial*>& fitting,
-                                         const std::vector<FitResidual>& residuals, int64_t device);
+                                         const std::vector<FitResidual>& residuals, const FitPrediction& prediction);
 
 // Whether the device has room for runs at all of `sizes` at once, by the runs so far (their
 // tracked peaks, a quarter to spare, the context each).

@@ -61,6 +61,11 @@ std::string percent(double relative)
     return buf;
 }
 
+bool leftOut(const FitPrediction& p, uint64_t size)
+{
+    return std::find(p.leftOut.begin(), p.leftOut.end(), size) != p.leftOut.end();
+}
+
 } // namespace
 
 void renderFitJson(const FitOutcome& o, std::ostream& out)
@@ -78,6 +83,8 @@ void renderFitJson(const FitOutcome& o, std::ostream& out)
         w.key("peak_bytes"), w.value(trialPeakOn(t, p.device));
         if (const FitResidual* r = residualAt(o.residuals, t.size))
             writeResidual(w, *r);
+        if (leftOut(p, t.size))
+            w.key("left_out"), w.value(true);
         w.endObject();
     }
     w.endArray();
@@ -177,8 +184,13 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
         out << "  " << t.size << "     " << (t.fits ? formatBytes(trialPeakOn(t, p.device)) : "out of memory");
         if (const FitResidual* r = residualAt(o.residuals, t.size))
             out << "  " << formatBytes(r->predictedBytes) << "  " << percent(r->relative);
+        if (leftOut(p, t.size))
+            out << "  left out";
         out << "\n";
     }
+    if (!p.leftOut.empty())
+        out << "  (left out: " << sizeList(p.leftOut) << ", above the line through the larger sizes: a step that "
+            << "does not grow with the size sets the peak there, the optimizer's update at a small batch)\n";
     if (anyTorchAllocated(trials))
         out << "  (torch: the most PyTorch allocated at once; its cache is given back when the device is full)\n";
     out << "\n  model, per source:";
@@ -196,9 +208,14 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
         << (o.deviceLimit ? ", --device-limit" : "") << "): " << p.largest << "\n";
     if (p.largest > 0) {
         out << "  predicted peak " << formatBytes(p.predicted) << " (context " << formatBytes(p.context) << ")";
-        if (p.headroom)
-            out << ", headroom " << formatBytes(p.headroom) << " (half the largest segment PyTorch's "
-                << "allocator asks for there)";
+        if (p.headroom) {
+            // Whole where the segment is a tenth of the peak or more (headroomAt).
+            const bool whole = double(p.headroom) > kHeadroomShare * p.largestSegment.at(double(p.largest)) + 1;
+            out << ", headroom " << formatBytes(p.headroom)
+                << (whole ? " (the largest segment PyTorch's allocator asks for there: one of that size is "
+                            "stranded at the edge)"
+                          : " (half the largest segment PyTorch's allocator asks for there)");
+        }
         out << ", margin " << formatBytes(p.capacity > p.predicted + p.headroom ? p.capacity - p.predicted - p.headroom : 0)
             << "\n  at size " << p.largest << ":";
         for (const auto& [s, b] : p.at)

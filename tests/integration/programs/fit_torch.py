@@ -1,22 +1,26 @@
 """A training loop on the fake PyTorch (issue 23's `oomscope fit`): 100 MiB of parameters (two
 of 50 MiB), then per step SIZE tensors of 20 MiB, dropped, and SIZE of 30 MiB, dropped. A roomy
 run reserves 100 + 50·SIZE MiB (the 20 MiB blocks stay cached); PyTorch needs 100 + 30·SIZE at
-once, as its allocator gives the cache back when the device is full. Usage: fit_torch.py SIZE.
-Exits 3 on torch.cuda.OutOfMemoryError."""
+once, as its allocator gives the cache back when the device is full. Usage: fit_torch.py SIZE
+[logits]. With `logits`, a language model's shape: parameters of 20 MiB, and beside the 30 MiB
+tensors one of 40 MiB·SIZE (its logits), the largest segment and more than a tenth of the peak
+(20 + 70·SIZE allocated at once). Exits 3 on torch.cuda.OutOfMemoryError."""
 import sys
 
 import torch
 
 MiB = 1 << 20
 size = int(sys.argv[1])
-params = [torch.nn.Parameter(torch.empty(50 * MiB)) for _ in range(2)]
+logits = sys.argv[2:] == ["logits"]
+params = [torch.nn.Parameter(torch.empty((10 if logits else 50) * MiB)) for _ in range(2)]
 optimizer = torch.optim.SGD(params, lr=0.1)
 try:
     for step in range(2):
         small = [torch.empty(20 * MiB) for _ in range(size)]
         del small
         large = [torch.empty(30 * MiB) for _ in range(size)]
-        del large
+        scores = torch.empty(40 * MiB * size) if logits else None
+        del large, scores
         optimizer.step()
 except torch.cuda.OutOfMemoryError:
     print("out of memory at size", size)

@@ -4,10 +4,11 @@
 // (report/analysis/fit.h) and says the largest size that fits the device (or the limit), with
 // its margin and the breakdown there; --verify runs that size and the next one up.
 //
-// The sizes, by default: 1, 2 and 4, then, where they predict 32 or more, those of an eighth
-// and a quarter of that size that are above 4, so that the answer is extrapolated 4x at most
-// (8x from one round where it is below 32: a trial's start dominates a short program, GPT-2's
-// 12 to 20 s). The runs of a round go at the same time when
+// The sizes, by default: 1, 2 and 4 (then 16, 32 and 64 where the peak does not move from 1 to
+// 4), then, where they predict 8x the largest run or more, those of an eighth and a quarter of
+// that size above it, so that the answer is extrapolated 4x at most (8x from one round: a
+// trial's start dominates a short program, GPT-2's 12 to 20 s; a second round below that only
+// where the runs are no line). The runs of a round go at the same time when
 // the device has room for all of them (their peaks bounded from the runs before, with a
 // quarter to spare); one that runs out of memory beside others is run again alone.
 #include "command.h"
@@ -24,6 +25,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -64,8 +66,9 @@ public:
         CLI::App* c = app.add_subcommand(
             name(), "Will it fit? Run a command at a few small sizes ({} in its arguments, OOMSCOPE_FIT_SIZE in its "
                     "environment) and predict the largest that fits the GPU: oomscope fit [options] -- CMD ... {} ...");
-        c->add_option("--sizes", m_sizes, "The sizes to run at, ascending (default: 1, 2 and 4, then an eighth and a "
-                                          "quarter of the size they predict where it is 32 or more)")
+        c->add_option("--sizes", m_sizes, "The sizes to run at, ascending (default: 1, 2 and 4; 16, 32 and 64 where "
+                                          "the peak does not move from 1 to 4; then an eighth and a quarter of the size "
+                                          "they predict where it is 8x the largest run or more)")
             ->type_name("N,N,...");
         c->add_option("--device-limit", m_limit, "Predict for a smaller card: SIZE or a card's name (as run's "
                                                  "--device-limit; the runs are rehearsed under it)")
@@ -250,41 +253,70 @@ int FitCommand::run()
     if (!accept(runTogether(first), &trials))
         return m_status;
     auto oomSeen = [&] { return std::any_of(trials.begin(), trials.end(), [](const FitTrial& t) { return t.outOfMemory(); }); };
+    // A round of sizes: together where the device has room for them all, else one by one up to
+    // the first that runs out of memory (larger sizes do not fit either).
+    auto runRound = [&](const std::vector<uint64_t>& sizes) {
+        if (report::roomForTogether(sizes, trials))
+            return accept(runTogether(sizes), &trials);
+        for (uint64_t n : sizes) {
+            if (!accept({runAt(n)}, &trials))
+                return false;
+            if (trials.back().outOfMemory())
+                break;
+        }
+        return true;
+    };
+    auto fitting = [&] {
+        std::vector<const FitTrial*> out;
+        for (const FitTrial& t : trials)
+            out.push_back(&t);
+        return out;
+    };
+    auto measured = [&] { return std::all_of(trials.begin(), trials.end(), [](const FitTrial& t) { return !t.peaks.empty(); }); };
     std::vector<uint64_t> rest;
     if (!chosen) {
         rest.assign(m_sizeList.begin() + 2, m_sizeList.end());
-    } else if (!oomSeen()) {
-        // An eighth and a quarter of what the small runs predict, those above the largest run:
+    } else if (!oomSeen() && measured()) {
+        // A peak that does not move from 1 to 4 may be set there by what does not grow with the
+        // size (an LSTM's weights, gradients and Adam's state up to batch 8): 16, 32 and 64 are
+        // run before the answer is refused, three on the line beyond such a kink.
+        if (!report::peakChangesWithSize(fitting())) {
+            if (!runRound({16, 32, 64}))
+                return m_status;
+        }
+        // An eighth and a quarter of what the runs so far predict, those above the largest run:
         // the answer is then extrapolated 4x at most, and a wrong guess of the line costs one
         // round, not the fit. Only where that at least halves the extrapolation (the answer is
         // 8x the largest run or more): a round costs what a run of the program costs, and a
         // run at 5 or 6 beside 4 tells the line nothing new (GPT-2 under 40 GiB on an H100: the
         // same answer without its run at 6, in half the time; docs/GPU-RESULTS.md).
-        std::vector<const FitTrial*> fitting;
-        for (const FitTrial& t : trials)
-            fitting.push_back(&t);
-        const bool measured = std::all_of(trials.begin(), trials.end(), [](const FitTrial& t) { return !t.peaks.empty(); });
-        if (measured && report::peakChangesWithSize(fitting)) {
-            const uint64_t largest = report::bindingPrediction(fitting).largest, ran = first.back();
+        // Below that, a second round still where the runs are no line (one strays from the line
+        // through them all by more than 2 %): twice and four times the largest run tell a kink
+        // (a leading size left out, report/analysis/fit.h) from a curve (GPT-2 with activation
+        // checkpointing: size 1 above the line of 2 and 4, its answer near 29).
+        if (!oomSeen() && measured() && report::peakChangesWithSize(fitting())) {
+            uint64_t ran = 0;
+            for (const FitTrial& t : trials)
+                ran = std::max(ran, t.size);
+            const report::FitPrediction sofar = report::bindingPrediction(fitting());
+            const std::vector<report::FitResidual> residuals = report::fitResiduals(sofar, fitting());
+            const bool line = std::all_of(residuals.begin(), residuals.end(), [&](const report::FitResidual& r) {
+                return std::abs(r.relative) <= report::kHingeShare ||
+                       std::count(sofar.leftOut.begin(), sofar.leftOut.end(), r.size) > 0;
+            });
+            const uint64_t largest = sofar.largest;
+            std::vector<uint64_t> next;
             if (largest / 4 >= 2 * ran)
-                for (uint64_t n : {largest / 8, largest / 4})
-                    if (n > ran && n < largest && (rest.empty() || n > rest.back()))
-                        rest.push_back(n);
+                next = {largest / 8, largest / 4};
+            else if (!line)
+                next = {2 * ran, 4 * ran};
+            for (uint64_t n : next)
+                if (n > ran && n < largest && (rest.empty() || n > rest.back()))
+                    rest.push_back(n);
         }
     }
-    if (!rest.empty() && !oomSeen()) {
-        if (report::roomForTogether(rest, trials)) {
-            if (!accept(runTogether(rest), &trials))
-                return m_status;
-        } else {
-            for (uint64_t n : rest) {
-                if (!accept({runAt(n)}, &trials))
-                    return m_status;
-                if (trials.back().outOfMemory())
-                    break;  // larger sizes do not fit either
-            }
-        }
-    }
+    if (!rest.empty() && !oomSeen() && !runRound(rest))
+        return m_status;
     m_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::sort(trials.begin(), trials.end(), [](const FitTrial& a, const FitTrial& b) { return a.size < b.size; });
     return predict(trials);
@@ -309,13 +341,14 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
     report::FitOutcome outcome;
     report::FitPrediction& p = outcome.prediction;
     p = report::bindingPrediction(fitting);
-    p.predicted = report::predictPeak(p.model, p.largest, &p.at) + p.context;
-    p.headroom = report::headroomAt(p.largestSegment, p.largest);
+    const uint64_t peak = report::predictPeak(p.model, p.largest, &p.at);
+    p.predicted = peak + p.context;
+    p.headroom = report::headroomAt(p.largestSegment, p.largest, peak);
     // Fail closed: no size from runs the model does not explain (a peak that does not follow
     // the size, shrinks with it, or strays from the model by more than the error the answer is
     // held to).
     outcome.residuals = report::fitResiduals(p, fitting);
-    outcome.refused = report::unexplainedRuns(fitting, outcome.residuals, p.device);
+    outcome.refused = report::unexplainedRuns(fitting, outcome.residuals, p);
     if (m_verify && p.largest > 0 && outcome.refused.empty()) {
         const auto start = std::chrono::steady_clock::now();
         const size_t measuring = m_rounds.size();  // the rounds said are the measuring ones
