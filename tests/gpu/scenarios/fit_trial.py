@@ -70,7 +70,9 @@ def bert(batch, steps):
 
 def t5(batch, steps):
     from transformers import T5Config, T5ForConditionalGeneration
-    config = T5Config(d_model=512, d_ff=2048, d_kv=64, num_layers=6, num_heads=8, vocab_size=32128)  # t5-small
+    # t5-small; the token ids the hub's config carries (transformers 5 has no default for them)
+    config = T5Config(d_model=512, d_ff=2048, d_kv=64, num_layers=6, num_heads=8, vocab_size=32128,
+                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
     with torch.device("cuda"):
         model = T5ForConditionalGeneration(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
