@@ -21,8 +21,8 @@ from suite.common import Ctx  # noqa: E402
 FAMILIES = [cuda, torch_allocators, frameworks, torch_training, views, examples, workflows, rehearsal, zoo, reliability,
             live, cupti]
 SCENARIOS = [scenario for family in FAMILIES for scenario in family.SCENARIOS]
-# Run only when named: the model zoo alone outlasts a device call (suite/zoo.py).
-ALONE = {"fit_zoo"}
+# Run only when named: the model zoo alone outlasts a device call, the edge's search is its aside (suite/zoo.py).
+ALONE = {"fit_zoo", "fit_edge"}
 
 
 def main():

@@ -434,12 +434,165 @@ def table(rows):
     return "\n".join(lines)
 
 
-SCENARIOS = [("fit_zoo", fit_zoo)]
+def fit_edge(ctx):
+    """The smallest card each size trains on (OOMSCOPE_EDGE="bert:8,16 gpt2:8"): a roomy run
+    (60 GiB) for PyTorch's allocated and reserved peaks A and R, then a round of runs under
+    A + 0.8 GiB + f·A for f in OOMSCOPE_EDGE_FRACS (default 0.02 0.05 0.08 0.11 0.14 0.18), as
+    many at once as the GPU holds. Writes fit_zoo/edge.json; what it leaves beyond A is the
+    memory PyTorch's allocator strands at the edge (docs/GPU-RESULTS.md)."""
+    plan = [(m, int(n)) for item in os.environ.get("OOMSCOPE_EDGE", "bert:8,16").split()
+            for m, ns in [item.split(":")] for n in ns.split(",")]
+    fracs = [float(x) for x in os.environ.get("OOMSCOPE_EDGE_FRACS", "0.02 0.05 0.08 0.11 0.14 0.18").split()]
+    ROWS_END[0] = time.monotonic() + float(os.environ.get("OOMSCOPE_ZOO_DEADLINE", "400"))
+    out = os.path.join(ctx.outdir, "fit_zoo")
+    os.makedirs(out, exist_ok=True)
+    budget = Budget(float(os.environ.get("OOMSCOPE_ZOO_BUDGET_GIB") or (gpu_free_gib() or 0) - 10))
+    results, lock = [], threading.Lock()
+
+    def one(model, n, cap):
+        folder = os.path.join(out, f"edge-{model}-{n}-{cap:.3f}")
+        try:
+            ok, seconds = run_trial([ctx.oomscope, "run", "-o", folder, "--device-limit", f"{cap:.3f}GiB", "--"] +
+                                    trial_cmd(model, n), folder + ".log")
+            with open(folder + ".log") as f:
+                fits = [line.split() for line in f if line.startswith("fits ")]
+            rec = {"model": model, "size": n, "card_gib": cap, "fits": ok, "seconds": seconds,
+                   "allocated": int(fits[0][3]) if fits else None, "reserved": int(fits[0][5]) if fits else None}
+        except (AssertionError, TimeoutError) as e:
+            rec = {"model": model, "size": n, "card_gib": cap, "error": str(e)}
+        with lock:
+            results.append(rec)
+            with open(os.path.join(out, "edge.json"), "w") as f:
+                json.dump(results, f, indent=1)
+        print(f"  {model} {n} on {cap:.2f} GiB: {'fits' if rec.get('fits') else 'no'}", flush=True)
+
+    def wave(jobs):
+        threads = []
+        for model, n, cap in jobs:
+            with budget.cv:
+                while budget.left < cap + 1:
+                    budget.cv.wait(2)
+                budget.left -= cap + 1
+
+            def run(model=model, n=n, cap=cap):
+                try:
+                    one(model, n, cap)
+                finally:
+                    budget.give(cap + 1)
+            threads.append(threading.Thread(target=run))
+            threads[-1].start()
+        for th in threads:
+            th.join()
+
+    wave([(m, n, 60.0) for m, n in plan])
+    jobs = []
+    for m, n in plan:
+        roomy = next((r for r in results if r["model"] == m and r["size"] == n and r.get("allocated")), None)
+        if roomy:
+            a = roomy["allocated"] / GiB
+            jobs += [(m, n, a + 0.8 + f * a) for f in fracs]
+    wave(sorted(jobs, key=lambda j: -j[2]))
+    lines = []
+    for m, n in plan:
+        rs = [r for r in results if r["model"] == m and r["size"] == n and "error" not in r]
+        fit_caps = [r["card_gib"] for r in rs if r["fits"] and r["card_gib"] < 60]
+        no = [r["card_gib"] for r in rs if not r["fits"]]
+        lines.append(f"{m} {n}: smallest card in ({max(no, default=0):.2f}, {min(fit_caps, default=60):.2f}] GiB")
+    return "; ".join(lines)
+
+
+def replay(rows):
+    """fit's choice of sizes and its model (report/analysis/fit.cpp and tools/oomscope/commands/
+    fit.cpp, transcribed: change them together) replayed on the peaks a zoo row measured (fit's
+    runs and the search's, a size not run interpolated between its neighbours), with the
+    largest segment per item read from the row's headroom. For a change of the model to be seen
+    on a zoo's data before a device call; not a measurement."""
+    def line(x, y, degree=1):
+        n = degree + 1
+        m = [[sum(v ** (i + j) for v in x) for j in range(n)] + [sum(w * v ** i for v, w in zip(x, y))] for i in range(n)]
+        for c in range(n):
+            p = max(range(c, n), key=lambda r: abs(m[r][c]))
+            m[c], m[p] = m[p], m[c]
+            for r in range(n):
+                if r != c:
+                    f = m[r][c] / m[c][c]
+                    m[r] = [a - f * b for a, b in zip(m[r], m[c])]
+        return [m[i][n] / m[i][i] for i in range(n)] + [0] * (2 - degree)
+
+    def left_out(x, y):
+        for k in range(1, len(x) - 2):
+            a, b, _ = line(x[k:], y[k:])
+            if all(abs(a + b * u - v) <= max(0.02 * v, 4 * MiB) for u, v in zip(x[k:], y[k:])) and \
+                    all(y[i] - (a + b * x[i]) > max(0.02 * y[i], 4 * MiB) for i in range(k)):
+                return k
+        return 0
+
+    def model(x, y):
+        k = left_out(x, y)
+        a, b, c = line(x[k:], y[k:])
+        if len(x) - k >= 4 and max(abs(a + b * u - v) for u, v in zip(x[k:], y[k:])) > 0.02 * max(y[k:]):
+            q = line(x[k:], y[k:], 2)
+            if q[2] > 0:
+                a, b, c = q
+        return (a, b, c), k
+
+    out = []
+    for r in rows:
+        fit = r["fit"]
+        measured = {s["size"]: s["measured_bytes"] for s in fit["sizes"] if s.get("measured_bytes")}
+        measured.update({p["size"]: p["measured_bytes"] for p in r["search"]["probes"] if p.get("measured_bytes")})
+        xs = sorted(measured)
+
+        def at(n):
+            if n in measured:
+                return measured[n]
+            lo = max([x for x in xs if x < n], default=xs[0])
+            hi = min([x for x in xs if x > n], default=xs[-1])
+            if lo == hi:
+                lo, hi = (xs[-2], xs[-1]) if hi == xs[-1] else (xs[0], xs[1])
+            return measured[lo] + (measured[hi] - measured[lo]) * (n - lo) / (hi - lo)
+        cap, context = r["card_gib"] * GiB, fit.get("context_bytes") or 0
+        segment = 2 * fit["headroom_bytes"] / fit["largest_size"] if fit.get("headroom_bytes") else r.get("segment_per_item", 0)
+
+        def answer(m):
+            n = 0
+            while n < 1 << 16:
+                peak = m[0] + m[1] * (n + 1) + m[2] * (n + 1) ** 2
+                seg = segment * (n + 1)
+                if peak + context + (seg if seg >= 0.1 * peak else 0.5 * seg) > cap:
+                    break
+                n += 1
+            return n
+        sizes = [1, 2, 4]
+        rounds = [list(sizes)]
+        if at(4) <= at(1) + max(MiB, at(1) / 200):
+            sizes += [16, 32, 64]
+            rounds.append([16, 32, 64])
+        m, k = model(sizes, [at(n) for n in sizes])
+        first = answer(m)
+        straight = all(abs(m[0] + m[1] * n + m[2] * n * n - at(n)) <= 0.02 * at(n) for n in sizes[k:])
+        nxt = [first // 8, first // 4] if first // 4 >= 2 * sizes[-1] else [] if straight else [2 * sizes[-1], 4 * sizes[-1]]
+        nxt = [n for n in nxt if sizes[-1] < n < first]
+        if nxt:
+            sizes += nxt
+            rounds.append(nxt)
+            m, k = model(sizes, [at(n) for n in sizes])
+        errors = [abs(m[0] + m[1] * n + m[2] * n * n - measured[n]) / measured[n] for n in xs
+                  if n not in sizes and n >= sizes[k]]
+        out.append({"model": r["model"], "card_gib": r["card_gib"], "truth": r["search"]["truth"],
+                    "fit_then": fit.get("largest_size"), "replayed": answer(m), "rounds": rounds,
+                    "left_out": sizes[:k], "peak_error_mean": sum(errors) / len(errors) if errors else None,
+                    "peak_error_max": max(errors) if errors else None, "sizes_out_of_sample": len(errors)})
+    return out
+
+
+SCENARIOS = [("fit_zoo", fit_zoo), ("fit_edge", fit_edge)]
 
 
 if __name__ == "__main__":
-    # python3 -m suite.zoo table OUT... : the table from the rows' JSON files of earlier runs.
-    if len(sys.argv) < 3 or sys.argv[1] != "table":
+    # python3 -m suite.zoo table OUT... : the table from the rows' JSON files of earlier runs;
+    # python3 -m suite.zoo replay OUT... : today's model replayed on them (replay()).
+    if len(sys.argv) < 3 or sys.argv[1] not in ("table", "replay"):
         print(__doc__)
         sys.exit(2)
     found = []
@@ -451,5 +604,15 @@ if __name__ == "__main__":
                 found.append(r)
     order = {m: i for i, (m, _) in enumerate(ROWS)}
     found.sort(key=lambda r: order.get(r["model"], 99))
+    if sys.argv[1] == "replay":
+        print("| model | card | truth | `fit` then | replayed | its error | rounds | left out | peak error out of sample, mean / max (sizes) |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for x in replay(found):
+            print(f"| {x['model']} | {x['card_gib']} GiB | {x['truth']} | {x['fit_then']} | {x['replayed']} | "
+                  f"{(x['replayed'] - x['truth']) / x['truth']:+.1%} | {' then '.join('+'.join(map(str, r)) for r in x['rounds'])} | "
+                  f"{', '.join(map(str, x['left_out'])) or '—'} | "
+                  + (f"{x['peak_error_mean']:.2%} / {x['peak_error_max']:.2%} ({x['sizes_out_of_sample']})"
+                     if x["peak_error_mean"] is not None else "—") + " |")
+        sys.exit(0)
     print(table(found))
     print(verdict(found))
