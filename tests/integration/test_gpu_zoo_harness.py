@@ -19,7 +19,7 @@ def test_the_zoo_harness_on_the_fake_cuda(build, tmp_path):
     env = build.env(FAKECUDA_CAPACITY="1GiB", FAKECUDA_LIB=build.fake_lib,
                     OOMSCOPE_ZOO_TRIAL=os.path.join(HERE, "programs", "fit_synthetic.py"),
                     OOMSCOPE_ZOO_HOG=os.path.join(HERE, "programs", "stand_in_ballast.py"),
-                    OOMSCOPE_ZOO_ROWS="arg:0.5,arg:0.75", OOMSCOPE_ZOO_BUDGET_GIB="2", OOMSCOPE_ZOO_DEADLINE="600")
+                    OOMSCOPE_ZOO_ROWS="arg:0.5,arg:0.75,kink:1", OOMSCOPE_ZOO_BUDGET_GIB="3", OOMSCOPE_ZOO_DEADLINE="600")
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, os.path.join(GPU, "gpu_suite.py"), build.dir, str(out), "fit_zoo"],
                        capture_output=True, text=True, env=env, timeout=600)
@@ -36,8 +36,20 @@ def test_the_zoo_harness_on_the_fake_cuda(build, tmp_path):
         outside = [p for p in row["points"] if p["where"] != "fitted" and p["size"] not in ran]
         assert outside and all(abs(p["relative"]) < 1e-9 for p in outside), row["points"]
         assert [probe["size"] for probe in row["ballast"]["probes"]][:1] == [largest], row["ballast"]
+    kink = json.load(open(out / "fit_zoo" / "kink-1.json"))  # 100 + max(100, 60·n): size 1 left out
+    assert kink["fit"]["largest_size"] == kink["search"]["truth"] == 14, kink["fit"]
+    assert [s["size"] for s in kink["fit"]["sizes"] if s.get("left_out")] == [1]
     table = open(out / "fit_zoo" / "table.md").read()
-    assert table.count("\n| arg |") == 2, table
+    assert table.count("\n| arg |") == 2 and table.count("\n| kink |") == 1, table
+    # The replay of fit's model (suite.zoo replay, a transcription of it in Python) answers as
+    # fit did where the peaks are lines: it follows fit's choice of sizes and its model.
+    replay = subprocess.run([sys.executable, "-m", "suite.zoo", "replay", str(out)], capture_output=True, text=True,
+                            cwd=GPU, timeout=60)
+    assert replay.returncode == 0, replay.stderr
+    rows = [line.split(" | ") for line in replay.stdout.splitlines() if line.startswith(("| arg", "| kink"))]
+    assert [(r[0], r[3], r[4]) for r in rows] == [("| arg", "12", "12"), ("| arg", "21", "21"), ("| kink", "14", "14")], \
+        replay.stdout
+    assert rows[2][6] == "1+2+4 then 8+16" and rows[2][7] == "1", rows[2]
     again = subprocess.run([sys.executable, "-m", "suite.zoo", "table", str(out)], capture_output=True, text=True,
                            cwd=GPU, timeout=60)
     assert again.returncode == 0 and again.stdout.startswith(table.strip()), again.stdout + again.stderr
