@@ -83,6 +83,24 @@ def test_the_size_from_the_environment_and_verify(build, tmp_path):
     assert "measured_bytes" not in verify[1]  # size 30 ran out of memory: nothing measured to compare
 
 
+def test_verify_finds_the_size_that_fits_where_the_prediction_does_not_hold(build, tmp_path):
+    # A 200 MiB workspace from size 20 on: 1, 2 and 4 say 29, which runs out of memory; --verify
+    # walks down 1, 2, 4 (28, 26 out of memory, 22 fits), then bisects (24 no, 23 yes): 23,
+    # 32 + 100 + 690 + 200 = 1022 MiB.
+    p = fit(build, tmp_path, "--verify", "--format", "json", command=("late", "{}"))
+    assert p.returncode == 1, p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    assert out["largest_size"] == 29 and out["verified_largest_size"] == 23, out
+    assert [(v["size"], v["fits"]) for v in out["verify"]] == \
+        [(29, False), (30, False), (28, False), (26, False), (22, True), (24, False), (23, True)], out["verify"]
+    text = fit(build, tmp_path / "text", "--verify", command=("late", "{}"))
+    assert "verify: the prediction does NOT hold\nverify: the largest size that fits, by real runs: 23\n" in text.stdout, \
+        text.stdout
+    # Where it holds, nothing more is run.
+    holds = json.loads(fit(build, tmp_path / "holds", "--verify", "--format", "json").stdout)
+    assert len(holds["verify"]) == 2 and "verified_largest_size" not in holds
+
+
 def test_for_a_smaller_card(build, tmp_path):
     # Rehearsed under the limit: 32 + 100 + 30·n <= 512 MiB: n = 12.
     p = fit(build, tmp_path, "--device-limit", "512MiB", "--verify", "--format", "json")

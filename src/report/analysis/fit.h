@@ -111,7 +111,9 @@ struct FitPrediction {
     // Leading sizes whose peak sits above the line through the larger ones (a step the size does
     // not scale sets it there: AdamW's update at BERT's batch 1): shown, not fitted or held to it.
     std::vector<uint64_t> leftOut;
-    std::vector<FitTrial> verified; // --verify: the largest size and the next one
+    std::vector<FitTrial> verified; // --verify: the largest size and the next one, then any walking down
+    uint64_t verifiedLargest = 0;   // --verify where the largest size ran out of memory: the largest
+                                    // seen to fit below it (0: none)
 };
 FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting);
 

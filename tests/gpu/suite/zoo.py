@@ -184,7 +184,7 @@ def row(ctx, model, card):
     result = {"model": model, "card_gib": card, "steps": STEPS}
     fit = row_fit(ctx, out, model, card)
     result["fit"] = {k: fit.get(k) for k in ("status", "largest_size", "seconds", "wall_seconds", "rounds", "rerun_alone",
-                                            "refused", "verify", "verify_seconds", "largest_measured_size",
+                                            "refused", "verify", "verify_seconds", "verified_largest_size", "largest_measured_size",
                                             "context_bytes", "model", "predicted_bytes", "headroom_bytes")}
     result["fit"]["sizes"] = fit["sizes"]
     with open(os.path.join(ctx.outdir, "fit_zoo", f"{model}-{card}.json"), "w") as f:

@@ -5,6 +5,7 @@
   constant  ignores the size (fit must say so)
   steps     as arg, with a 300 MiB workspace from size 3 on (a peak in steps: no line explains it)
   shrinks   as arg, but 30 MiB per unit below 10 (the peak shrinks as the size grows)
+  late      as arg, with a 200 MiB workspace from size 20 on (beyond what 1, 2 and 4 can show)
   kink      as arg, after a step of its own first (an optimizer's update): 100 MiB beside the
             weights, then 60 MiB per unit; the peak 100 + max(100, 60·size): size 1 above the line
   flat      the same with a step of 400 MiB and 30 MiB per unit: the peak does not move up to 13
@@ -39,7 +40,7 @@ if mode == "broken":
     sys.exit(5)
 size = {"arg": lambda: int(sys.argv[2]), "recovers": lambda: int(sys.argv[2]), "env": lambda: int(os.environ["OOMSCOPE_FIT_SIZE"]),
         "constant": lambda: 1, "steps": lambda: int(sys.argv[2]), "shrinks": lambda: int(sys.argv[2]),
-        "kink": lambda: int(sys.argv[2]), "flat": lambda: int(sys.argv[2])}[mode]()
+        "kink": lambda: int(sys.argv[2]), "flat": lambda: int(sys.argv[2]), "late": lambda: int(sys.argv[2])}[mode]()
 crowded = False
 meet = os.environ.get("FIT_MEET")
 if meet and size in (1, 2) and not os.path.exists(os.path.join(meet, f"met-{size}")):
@@ -64,6 +65,7 @@ if mode in ("kink", "flat"):
         sys.exit(3)
     rt.cudaFree(step)
 per_size = {"steps": 30 * MiB * size + (300 * MiB if size >= 3 else 0), "kink": 60 * MiB * size,
+            "late": 30 * MiB * size + (200 * MiB if size >= 20 else 0),
             "shrinks": 30 * MiB * max(1, 10 - size)}.get(mode, 30 * MiB * size)
 rc, activations = malloc(per_size)
 if rc != 0:

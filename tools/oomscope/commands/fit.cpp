@@ -74,7 +74,8 @@ public:
                                                  "--device-limit; the runs are rehearsed under it)")
             ->type_name("SIZE|CARD");
         c->add_option("--steps", m_steps, "Passed to the command as OOMSCOPE_FIT_STEPS (for programs that read it)");
-        c->add_flag("--verify", m_verify, "Then run the predicted size and the next one up, and say whether they fit");
+        c->add_flag("--verify", m_verify, "Then run the predicted size and the next one up, and say whether they fit; "
+                                          "where the predicted size runs out of memory, find the largest that fits below it");
         c->add_option("--format", m_format, "text (a table) or json")->check(CLI::IsMember({"text", "json"}));
         c->add_option("-o,--output-dir", m_outputDir, "Folder for the runs' reports and output (default oomscope-fit)")
             ->type_name("DIR");
@@ -354,6 +355,32 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
         const size_t measuring = m_rounds.size();  // the rounds said are the measuring ones
         for (uint64_t n : {p.largest, p.largest + 1})
             p.verified.push_back(runAt(n));
+        // Where the predicted size runs out of memory, the size that trains is found with real
+        // runs: down 1, 2, 4, ... from it, then bisection, so that --verify ends with a size
+        // seen to fit. Only past out-of-memory failures (another failure is the program's).
+        if (!p.verified[0].fits && p.verified[0].outOfMemory()) {
+            uint64_t bad = p.largest, good = 0, step = 1;
+            while (bad > step) {
+                p.verified.push_back(runAt(bad - step));
+                const FitTrial& t = p.verified.back();
+                if (t.fits) {
+                    good = t.size;
+                    break;
+                }
+                if (!t.outOfMemory())
+                    break;
+                bad = t.size;
+                step *= 2;
+            }
+            while (good && bad - good > 1) {
+                p.verified.push_back(runAt(good + (bad - good) / 2));
+                const FitTrial& t = p.verified.back();
+                if (!t.fits && !t.outOfMemory())
+                    break;
+                (t.fits ? good : bad) = t.size;
+            }
+            p.verifiedLargest = good;
+        }
         m_rounds.resize(measuring);
         m_verifySeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::vector<const FitTrial*> verified;
