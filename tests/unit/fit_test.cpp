@@ -79,6 +79,14 @@ FitTrial trialAt(uint64_t size, uint64_t torchBytes)
     t.capacity[0] = 4096 * MiB;
     return t;
 }
+
+std::vector<const FitTrial*> pointers(const std::vector<FitTrial>& trials)
+{
+    std::vector<const FitTrial*> out;
+    for (const FitTrial& t : trials)
+        out.push_back(&t);
+    return out;
+}
 } // namespace
 
 TEST_CASE("fit: a leading size above the line of the larger ones is left out (a hinge)", "[fit]")
@@ -87,9 +95,7 @@ TEST_CASE("fit: a leading size above the line of the larger ones is left out (a 
     // the activations (2000 + 200·n).
     std::vector<FitTrial> trials = {trialAt(1, 2300 * MiB), trialAt(2, 2400 * MiB), trialAt(4, 2800 * MiB),
                                     trialAt(9, 3800 * MiB), trialAt(18, 5600 * MiB)};
-    std::vector<const FitTrial*> fitting;
-    for (const FitTrial& t : trials)
-        fitting.push_back(&t);
+    const std::vector<const FitTrial*> fitting = pointers(trials);
     CHECK(leadingLeftOut(fitting, 0) == 1);
     const FitPrediction p = bindingPrediction(fitting);
     CHECK(p.leftOut == std::vector<uint64_t>{1});
@@ -107,9 +113,7 @@ TEST_CASE("fit: a leading size above the line of the larger ones is left out (a 
     // takes it (the first point is above the chord of the rest, but the rest are no line).
     std::vector<FitTrial> up = {trialAt(1, 2010 * MiB), trialAt(2, 2040 * MiB), trialAt(4, 2160 * MiB),
                                 trialAt(8, 2640 * MiB), trialAt(16, 4560 * MiB)};
-    std::vector<const FitTrial*> upward;
-    for (const FitTrial& t : up)
-        upward.push_back(&t);
+    const std::vector<const FitTrial*> upward = pointers(up);
     CHECK(leadingLeftOut(upward, 0) == 0);
     CHECK(bindingPrediction(upward).model.at(Source::Torch).quadratic);
     // An LSTM's: flat to 8 (its weights, gradients and Adam's state), then the activations;
@@ -117,9 +121,7 @@ TEST_CASE("fit: a leading size above the line of the larger ones is left out (a 
     std::vector<FitTrial> lstm = {trialAt(1, 1730 * MiB), trialAt(2, 1730 * MiB), trialAt(4, 1730 * MiB),
                                   trialAt(16, 1400 * MiB + 54 * 16 * MiB), trialAt(32, 1400 * MiB + 54 * 32 * MiB),
                                   trialAt(64, 1400 * MiB + 54 * 64 * MiB)};
-    std::vector<const FitTrial*> flat;
-    for (const FitTrial& t : lstm)
-        flat.push_back(&t);
+    std::vector<const FitTrial*> flat = pointers(lstm);
     CHECK(leadingLeftOut(flat, 0) == 3);
     CHECK(bindingPrediction(flat).model.at(Source::Torch).b == Approx(54.0 * MiB).epsilon(1e-9));
     // Only two on the line after the kink: not told from a curve, nothing left out.
