@@ -102,10 +102,15 @@ uint64_t predictPeak(const FitModel& model, uint64_t n, std::map<Source, uint64_
     return total;
 }
 
+bool strandsWhole(const SourceModel& largestSegment, uint64_t n, uint64_t peak)
+{
+    return largestSegment.at(double(n)) >= kStrandedAbove * double(peak);
+}
+
 uint64_t headroomAt(const SourceModel& largestSegment, uint64_t n, uint64_t peak)
 {
     const double segment = largestSegment.at(double(n));
-    const double v = segment >= kStrandedAbove * double(peak) ? segment : kHeadroomShare * segment;
+    const double v = strandsWhole(largestSegment, n, peak) ? segment : kHeadroomShare * segment;
     return v <= 0 ? 0 : v >= 1.8e19 ? UINT64_MAX / 4 : uint64_t(v);
 }
 

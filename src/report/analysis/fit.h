@@ -55,7 +55,8 @@ uint64_t largestFitting(const FitModel& model, uint64_t fixed, uint64_t capacity
 // to eight rows of the model zoo on an H100 (whole), no row's answer above its truth.
 constexpr double kHeadroomShare = 0.5;
 constexpr double kStrandedAbove = 0.10;
-// peak: the predicted peak at n, which decides between half and whole.
+// peak: the predicted peak at n, which decides between half and whole (strandsWhole).
+bool strandsWhole(const SourceModel& largestSegment, uint64_t n, uint64_t peak);
 uint64_t headroomAt(const SourceModel& largestSegment, uint64_t n, uint64_t peak);
 
 struct Report;
@@ -103,6 +104,7 @@ struct FitPrediction {
     FitModel model;
     SourceModel largestSegment;  // the largest caching-allocator segment by size
     uint64_t context = 0, capacity = 0, largest = 0, predicted = 0, headroom = 0;
+    bool headroomWhole = false;  // the headroom is the whole largest segment (strandsWhole)
     uint64_t others = 0;  // what other processes held on the device through every run
     // The same from the tracked peaks (PyTorch's reserved memory, its cache with it): the
     // model before PyTorch's allocated peaks were used, said in the JSON to compare the two.

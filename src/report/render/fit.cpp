@@ -191,8 +191,8 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
         out << "\n";
     }
     if (!p.leftOut.empty())
-        out << "  (left out: " << sizeList(p.leftOut) << ", above the line through the larger sizes: a step that "
-            << "does not grow with the size sets the peak there, the optimizer's update at a small batch)\n";
+        out << "  (left out: " << sizeList(p.leftOut) << ", above the line through the larger sizes: what does not "
+            << "grow with the size sets the peak there, as an optimizer's update does at a small batch)\n";
     if (anyTorchAllocated(trials))
         out << "  (torch: the most PyTorch allocated at once; its cache is given back when the device is full)\n";
     out << "\n  model, per source:";
@@ -211,10 +211,8 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
     if (p.largest > 0) {
         out << "  predicted peak " << formatBytes(p.predicted) << " (context " << formatBytes(p.context) << ")";
         if (p.headroom) {
-            // Whole where the segment is a tenth of the peak or more (headroomAt).
-            const bool whole = double(p.headroom) > kHeadroomShare * p.largestSegment.at(double(p.largest)) + 1;
             out << ", headroom " << formatBytes(p.headroom)
-                << (whole ? " (the largest segment PyTorch's allocator asks for there: one of that size is "
+                << (p.headroomWhole ? " (the largest segment PyTorch's allocator asks for there: one of that size is "
                             "stranded at the edge)"
                           : " (half the largest segment PyTorch's allocator asks for there)");
         }

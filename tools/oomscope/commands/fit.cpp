@@ -345,6 +345,7 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
     const uint64_t peak = report::predictPeak(p.model, p.largest, &p.at);
     p.predicted = peak + p.context;
     p.headroom = report::headroomAt(p.largestSegment, p.largest, peak);
+    p.headroomWhole = report::strandsWhole(p.largestSegment, p.largest, peak);
     // Fail closed: no size from runs the model does not explain (a peak that does not follow
     // the size, shrinks with it, or strays from the model by more than the error the answer is
     // held to).
