@@ -96,9 +96,9 @@ def test_verify_finds_the_size_that_fits_where_the_prediction_does_not_hold(buil
     text = fit(build, tmp_path / "text", "--verify", command=("late", "{}"))
     assert "verify: the prediction does NOT hold\nverify: the largest size that fits, by real runs: 23\n" in text.stdout, \
         text.stdout
-    # Where it holds, nothing more is run.
+    # Where it holds and the next size runs out of memory, nothing more is run: that is the edge.
     holds = json.loads(fit(build, tmp_path / "holds", "--verify", "--format", "json").stdout)
-    assert len(holds["verify"]) == 2 and "verified_largest_size" not in holds
+    assert len(holds["verify"]) == 2 and holds["verified_largest_size"] == holds["largest_size"] == 29
 
 
 def test_for_a_smaller_card(build, tmp_path):
@@ -138,6 +138,13 @@ def test_a_run_that_recovers_from_an_out_of_memory_fits(build, tmp_path):
     assert "verify: size 27 fits (peak " in p.stdout  # without its workspace: below the model's
     assert "verify: size 28 fits (after 1 out-of-memory episode it recovered from: " in p.stdout, p.stdout
     assert "the prediction holds, conservatively" in p.stdout
+    # Both fit: --verify walks up (28 + 2 = 30 runs out of memory, 29 fits without its
+    # workspace: 32 + 100 + 870 MiB), and ends at the edge a search with real runs finds.
+    assert "verify: size 30 runs out of memory\nverify: size 29 fits" in p.stdout, p.stdout
+    assert "verify: the largest size that fits, by real runs: 29\n" in p.stdout, p.stdout
+    j = json.loads(fit(build, tmp_path / "json", "--verify", "--format", "json", command=("recovers", "{}")).stdout)
+    assert [(v["size"], v["fits"]) for v in j["verify"]] == [(27, True), (28, True), (30, False), (29, True)], j
+    assert j["largest_size"] == 27 and j["verified_largest_size"] == 29
 
 
 def test_out_of_memory_at_a_measured_size_still_predicts(build, tmp_path):
@@ -245,7 +252,8 @@ def test_pytorch_needs_what_it_allocates_not_what_it_caches(build, tmp_path):
     # The reserved peaks' line (100 + 50·n, headroom 25 MiB): 17.
     assert out["largest_size_by_tracked_peak"] == 17
     assert out["headroom_bytes"] == 50 * (1 << 20) // 2
-    assert [(v["size"], v["fits"]) for v in out["verify"]] == [(28, True), (29, True)]
+    assert [(v["size"], v["fits"]) for v in out["verify"]] == [(28, True), (29, True), (31, False), (30, False)]
+    assert out["verified_largest_size"] == 29
 
 
 def test_a_largest_segment_of_a_tenth_of_the_peak_is_kept_free_whole(build, tmp_path):

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,9 +114,11 @@ struct FitPrediction {
     // Leading sizes whose peak sits above the line through the larger ones (a step the size does
     // not scale sets it there: AdamW's update at BERT's batch 1): shown, not fitted or held to it.
     std::vector<uint64_t> leftOut;
-    std::vector<FitTrial> verified; // --verify: the largest size and the next one, then any walking down
-    uint64_t verifiedLargest = 0;   // --verify where the largest size ran out of memory: the largest
-                                    // seen to fit below it (0: none)
+    std::vector<FitTrial> verified;  // --verify: the largest size and the next one, then its walk
+    // --verify: the largest size seen to fit beside the next one seen to run out of memory (0:
+    // size 1 does not fit); none where the walk stopped at another failure or past twice the
+    // predicted size.
+    std::optional<uint64_t> verifiedLargest;
 };
 FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting);
 

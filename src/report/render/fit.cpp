@@ -155,8 +155,8 @@ void renderFitJson(const FitOutcome& o, std::ostream& out)
         }
         w.endArray();
         w.key("verify_seconds"), w.value(o.verifySeconds);
-        if (!p.verified[0].fits && p.verified[0].outOfMemory())
-            w.key("verified_largest_size"), w.value(p.verifiedLargest);
+        if (p.verifiedLargest)
+            w.key("verified_largest_size"), w.value(*p.verifiedLargest);
     }
     w.endObject();
     out << w.buffer() << "\n";
@@ -244,10 +244,13 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
         out << (!p.verified[0].fits   ? "verify: the prediction does NOT hold\n"
                 : p.verified[1].fits ? "verify: the prediction holds, conservatively (the next size fits too)\n"
                                      : "verify: the prediction holds\n");
-    if (!p.verified.empty() && !p.verified[0].fits && p.verified[0].outOfMemory())
-        out << (p.verifiedLargest ? "verify: the largest size that fits, by real runs: " + std::to_string(p.verifiedLargest)
-                                  : std::string("verify: no size below it fits"))
+    if (p.verifiedLargest && (!p.verified[0].fits || *p.verifiedLargest > p.largest))
+        out << (*p.verifiedLargest ? "verify: the largest size that fits, by real runs: " + std::to_string(*p.verifiedLargest)
+                                   : std::string("verify: no size below it fits"))
             << "\n";
+    else if (!p.verified.empty() && !p.verifiedLargest && p.verified.size() > 2)
+        out << "verify: the walk to the largest size that fits stopped (a run failed for another reason than memory, "
+               "or fits at twice the predicted size)\n";
 }
 
 } // namespace oomscope::report

@@ -2,7 +2,8 @@
 // runs CMD at a few sizes (the {} in its arguments, and OOMSCOPE_FIT_SIZE in its environment),
 // each under the preload, fits each device's peak by source as a function of the size
 // (report/analysis/fit.h) and says the largest size that fits the device (or the limit), with
-// its margin and the breakdown there; --verify runs that size and the next one up.
+// its margin and the breakdown there; --verify runs that size and the next one up, then walks to
+// the largest size that fits by real runs.
 //
 // The sizes, by default: 1, 2 and 4 (then 16, 32 and 64 where the peak does not move from 1 to
 // 4), then, where they predict 8x the largest run or more, those of an eighth and a quarter of
@@ -75,7 +76,8 @@ public:
             ->type_name("SIZE|CARD");
         c->add_option("--steps", m_steps, "Passed to the command as OOMSCOPE_FIT_STEPS (for programs that read it)");
         c->add_flag("--verify", m_verify, "Then run the predicted size and the next one up, and say whether they fit; "
-                                          "where the predicted size runs out of memory, find the largest that fits below it");
+                                          "then find the largest size that fits by real runs, walking from them (up "
+                                          "where both fit, down where the predicted one does not) and bisecting");
         c->add_option("--format", m_format, "text (a table) or json")->check(CLI::IsMember({"text", "json"}));
         c->add_option("-o,--output-dir", m_outputDir, "Folder for the runs' reports and output (default oomscope-fit)")
             ->type_name("DIR");
@@ -101,6 +103,8 @@ private:
     // false (said, m_status set) when a run failed for another reason than memory.
     bool accept(const std::vector<FitTrial>& ran, std::vector<FitTrial>* trials);
     int predict(const std::vector<FitTrial>& trials);
+    // --verify past the predicted size and the next one: the edge by real runs.
+    std::optional<uint64_t> verifyEdge(report::FitPrediction& p);
 
     CLI::App* m_app = nullptr;
     std::string m_sizes;  // empty: chosen as the runs go
@@ -323,6 +327,58 @@ int FitCommand::run()
     return predict(trials);
 }
 
+// From the predicted size and the next one (already run): where both fit, up 2, 4, 8, ... from
+// the next one until a run runs out of memory; where the predicted one does not, down 1, 2, 4,
+// ... from it until one fits; then bisection. --verify so ends with the largest size seen to fit
+// beside the next one seen to run out of memory: what a binary search with real runs answers,
+// from the prediction's side. Only past out-of-memory failures (another failure is the
+// program's: the edge is then not said), and never past twice the predicted size (a model that
+// far off is said as it is).
+std::optional<uint64_t> FitCommand::verifyEdge(report::FitPrediction& p)
+{
+    const auto oom = [](const FitTrial& t) { return !t.fits && t.outOfMemory(); };
+    uint64_t good = 0, bad = 0;
+    if (p.verified[0].fits) {
+        good = p.largest;
+        if (!p.verified[1].fits) {
+            if (!oom(p.verified[1]))
+                return std::nullopt;
+            return good;
+        }
+        good = p.largest + 1;
+        for (uint64_t step = 2; !bad; step *= 2) {
+            if (good + step > 2 * p.largest)
+                return std::nullopt;
+            p.verified.push_back(runAt(good + step));
+            const FitTrial& t = p.verified.back();
+            if (!t.fits && !oom(t))
+                return std::nullopt;
+            (t.fits ? good : bad) = t.size;
+        }
+    } else {
+        if (!oom(p.verified[0]))
+            return std::nullopt;
+        bad = p.largest;
+        for (uint64_t step = 1; !good && bad > 1; step *= 2) {
+            p.verified.push_back(runAt(bad > step ? bad - step : 1));
+            const FitTrial& t = p.verified.back();
+            if (!t.fits && !oom(t))
+                return std::nullopt;
+            (t.fits ? good : bad) = t.size;
+        }
+        if (!good)
+            return 0;  // size 1 runs out of memory: none fits
+    }
+    while (bad - good > 1) {
+        p.verified.push_back(runAt(good + (bad - good) / 2));
+        const FitTrial& t = p.verified.back();
+        if (!t.fits && !oom(t))
+            return std::nullopt;
+        (t.fits ? good : bad) = t.size;
+    }
+    return good;
+}
+
 int FitCommand::predict(const std::vector<FitTrial>& trials)
 {
     std::vector<const FitTrial*> fitting;
@@ -356,32 +412,7 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
         const size_t measuring = m_rounds.size();  // the rounds said are the measuring ones
         for (uint64_t n : {p.largest, p.largest + 1})
             p.verified.push_back(runAt(n));
-        // Where the predicted size runs out of memory, the size that trains is found with real
-        // runs: down 1, 2, 4, ... from it, then bisection, so that --verify ends with a size
-        // seen to fit. Only past out-of-memory failures (another failure is the program's).
-        if (!p.verified[0].fits && p.verified[0].outOfMemory()) {
-            uint64_t bad = p.largest, good = 0, step = 1;
-            while (bad > step) {
-                p.verified.push_back(runAt(bad - step));
-                const FitTrial& t = p.verified.back();
-                if (t.fits) {
-                    good = t.size;
-                    break;
-                }
-                if (!t.outOfMemory())
-                    break;
-                bad = t.size;
-                step *= 2;
-            }
-            while (good && bad - good > 1) {
-                p.verified.push_back(runAt(good + (bad - good) / 2));
-                const FitTrial& t = p.verified.back();
-                if (!t.fits && !t.outOfMemory())
-                    break;
-                (t.fits ? good : bad) = t.size;
-            }
-            p.verifiedLargest = good;
-        }
+        p.verifiedLargest = verifyEdge(p);
         m_rounds.resize(measuring);
         m_verifySeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::vector<const FitTrial*> verified;
