@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+MiB = 1 << 20
 PROGRAM = os.path.join(HERE, "programs", "fit_synthetic.py")
 
 
@@ -249,11 +250,42 @@ def test_pytorch_needs_what_it_allocates_not_what_it_caches(build, tmp_path):
     out = json.loads(p.stdout)
     assert out["torch_need"] == "allocated_peak"
     assert out["largest_size"] == 28, out
+    # The program allocates n tensors at size n: the traces do not align, the peak model answers.
+    assert out["method"] == "peak_model" and "actions differ" in out["replay_not_used"], out
     # The reserved peaks' line (100 + 50·n, headroom 25 MiB): 17.
     assert out["largest_size_by_tracked_peak"] == 17
     assert out["headroom_bytes"] == 50 * (1 << 20) // 2
     assert [(v["size"], v["fits"]) for v in out["verify"]] == [(28, True), (29, True), (31, False), (30, False)]
     assert out["verified_largest_size"] == 29
+
+
+def test_the_allocator_replay_counts_the_segment_a_small_block_strands(build, tmp_path):
+    # Activations of 100 MiB·n, logits of 10 MiB·n freed, then a 3 MiB tensor kept in the logits'
+    # free block: the next step's logits need a segment of their own. 32 + 20 + 120·n MiB
+    # reserved at once: 8 on 1 GiB, which the replay of PyTorch's traced allocator finds; the
+    # peak model (23 + 110·n allocated, the whole largest segment, 100·n, kept free) says 4.
+    program, torch_path = os.path.join(HERE, "programs", "fit_torch.py"), os.path.join(HERE, "fake_torch")
+    p = fit(build, tmp_path, "--verify", "--format", "json", command=("{}", "strands"), program=program,
+            PYTHONPATH=torch_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    assert out["method"] == "allocator_replay" and out["largest_size"] == 8, out
+    assert out["largest_size_by_peak_model"] == 4 and out["verified_largest_size"] == 8
+    r = out["replay"]
+    assert r["runs"] == 3 and r["off_line"] == 0 and r["actions"] == 12, r
+    assert r["reserved_bytes"] == (20 + 120 * 8) * MiB and r["limit_bytes"] == (1024 - 32) * MiB
+    assert r["next_failed_request_bytes"] == 90 * MiB  # size 9's first logits
+    text = fit(build, tmp_path / "text", command=("{}", "strands"), program=program, PYTHONPATH=torch_path)
+    assert "Largest size that fits device 0 (1.00 GiB): 8\n" in text.stdout, text.stdout
+    assert "by replaying PyTorch's allocator (12 actions of 3 runs, scaled to the size): at 8 its segments take " \
+           "980.00 MiB of the 992.00 MiB left to it" in text.stdout, text.stdout
+    assert "(the peak model alone says 4)" in text.stdout
+    # Settings the replay does not model: the peak model answers, and says why.
+    conf = fit(build, tmp_path / "conf", "--format", "json", command=("{}", "strands"), program=program,
+               PYTHONPATH=torch_path, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+    out = json.loads(conf.stdout)
+    assert out["method"] == "peak_model" and out["largest_size"] == 4, out
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in out["replay_not_used"]
 
 
 def test_a_largest_segment_of_a_tenth_of_the_peak_is_kept_free_whole(build, tmp_path):

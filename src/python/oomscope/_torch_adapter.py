@@ -13,6 +13,8 @@ and nothing runs before that), then:
 backend:cudaMallocAsync refuses observers and snapshots: then only the steps are attached and
 the preload reports OOMs from the failing CUDA calls, with the pool's statistics.
 OOMSCOPE_TORCH_HISTORY=N turns on _record_memory_history(stacks="python", max_entries=N).
+OOMSCOPE_FIT_TRACE=FILE (set by `oomscope fit` for its runs) turns it on without context and
+writes the allocator's trace to FILE at exit (_write_fit_trace): what fit replays at other sizes.
 Every callback swallows its own errors: a failure here never reaches the program."""
 
 import importlib.abc
@@ -252,9 +254,45 @@ def _attach():
                 # Never stacks="all" here: symbolizing C++ frames at an OOM takes minutes.
                 torch.cuda.memory._record_memory_history(stacks="python", max_entries=int(history))
                 _history = True
+            elif os.environ.get("OOMSCOPE_FIT_TRACE"):
+                # Only the actions: no stack is gathered per allocation.
+                torch.cuda.memory._record_memory_history(context=None, stacks="python", max_entries=_FIT_TRACE_MAX)
+            if os.environ.get("OOMSCOPE_FIT_TRACE"):
+                import atexit
+                atexit.register(_write_fit_trace, os.environ["OOMSCOPE_FIT_TRACE"])
         _lib().oomscope_framework_attach(b"torch", 1 if observes else 0)
     except Exception as e:
         _notice("attach", f"the PyTorch adapter could not attach ({type(e).__name__}: {e})")
+
+
+_FIT_TRACE_MAX = 4_000_000  # events kept (PyTorch's ring drops the oldest past it)
+_FIT_TRACE_ACTIONS = {"alloc": "a", "free_completed": "f", "segment_alloc": "s", "segment_free": "S", "oom": "o"}
+
+
+def _write_fit_trace(path):
+    """The caching allocator's actions, one per line: `a|f|s|S|o DEVICE ADDRESS SIZE STREAM`
+    (alloc: the size asked; free_completed; segment_alloc/free; oom), after a header naming the
+    allocator's settings and whether the ring dropped events. Written to a temporary file
+    renamed over FILE: fit never reads half a trace."""
+    torch = _torch
+    try:
+        snapshot = torch.cuda.memory._snapshot()
+        conf = (os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")).strip(",")
+        count = sum(len(t) for t in snapshot.get("device_traces") or [])
+        lines = [f"oomscope-torch-trace 1 events {count} max {_FIT_TRACE_MAX} "
+                 f"conf {conf.replace(' ', '') or '-'} backend {torch.cuda.get_allocator_backend()}"]
+        for device, trace in enumerate(snapshot.get("device_traces") or []):
+            for e in trace:
+                code = _FIT_TRACE_ACTIONS.get(e.get("action"))
+                if code:
+                    lines.append(f"{code} {device} {int(e.get('addr') or 0)} {int(e.get('size') or 0)} "
+                                 f"{int(e.get('stream') or 0)}")
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+    except Exception as e:
+        _notice("fit-trace", f"could not write the allocator's trace ({type(e).__name__}: {e})")
 
 
 def _expandable():

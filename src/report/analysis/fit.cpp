@@ -311,6 +311,57 @@ FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting)
     return p;
 }
 
+ReplayOutcome replayPrediction(const FitPrediction& p, const std::vector<std::pair<const FitTrial*, TorchTrace>>& traced)
+{
+    ReplayOutcome o;
+    std::vector<std::pair<uint64_t, const TorchTrace*>> runs;
+    for (const auto& [t, trace] : traced)
+        runs.emplace_back(t->size, &trace);
+    if (runs.size() < 2) {
+        o.why = "PyTorch's allocator was not traced in two runs or more";
+        return o;
+    }
+    ScaledTrace scaled;
+    if (!alignTraces(runs, &scaled, &o.why))
+        return o;
+    o.runs = runs.size();
+    o.actions = scaled.actions.size();
+    o.offLine = scaled.offLine;
+    // The model of the allocator must give back what PyTorch did in every run: the most it
+    // had allocated at once (PyTorch counts whole blocks, as the model does).
+    for (const auto& [t, trace] : traced) {
+        const auto it = t->peaks.find(p.device);
+        if (!t->torchAllocated || it == t->peaks.end() || !it->second.bytes.count(Source::Torch))
+            continue;
+        const uint64_t real = it->second.bytes.at(Source::Torch);
+        const uint64_t model = replay(scaled, t->size, UINT64_MAX).peakAllocated;
+        const double off = std::fabs(double(model) - double(real));
+        if (off > std::max(kReplayCheck * double(real), double(kResidualFloor))) {
+            o.why = "the replay of size " + std::to_string(t->size) + " allocates " + formatBytes(model) +
+                    " at most, PyTorch allocated " + formatBytes(real);
+            return o;
+        }
+    }
+    // What PyTorch's segments may take at size n: the capacity less the context and the other
+    // sources' peaks there (cuBLAS's workspace, NCCL's buffers: not in PyTorch's trace).
+    const auto limit = [&](uint64_t n) -> uint64_t {
+        std::map<Source, uint64_t> at;
+        predictPeak(p.model, n, &at);
+        uint64_t others = p.context;
+        for (const auto& [s, b] : at)
+            if (s != Source::Torch)
+                others += b;
+        return p.capacity > others ? p.capacity - others : 0;
+    };
+    o.largest = largestByReplay(scaled, limit);
+    o.limitAtLargest = limit(o.largest), o.limitAtNext = limit(o.largest + 1);
+    if (o.largest)
+        o.atLargest = replay(scaled, o.largest, o.limitAtLargest);
+    o.atNext = replay(scaled, o.largest + 1, o.limitAtNext);
+    o.used = true;
+    return o;
+}
+
 std::vector<FitResidual> fitResiduals(const FitPrediction& p, const std::vector<const FitTrial*>& fitting)
 {
     std::vector<FitResidual> out;

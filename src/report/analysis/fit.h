@@ -6,6 +6,7 @@
 // reports into a FitTrial here, and renders the prediction with report/render/fit.h.
 #pragma once
 
+#include "report/analysis/allocator_replay.h"
 #include "report/enums.h"
 
 #include <cstdint>
@@ -83,6 +84,7 @@ struct FitTrial {
     std::map<int64_t, uint64_t> largestSegment; // by device: the largest a caching allocator asked for
     std::map<int64_t, uint64_t> tracked;        // by device: the tracked peak (what the run held at most)
     bool torchAllocated = false;                // torch's peak is PyTorch's allocated peak (step samples)
+    std::string torchTrace;  // PyTorch's allocator trace of the run (allocator_replay.h), where written
 };
 
 // What one report of a run says of it: an OOM report counts; the exit report gives the peaks by
@@ -97,6 +99,16 @@ uint64_t largestMeasured(const std::vector<FitTrial>& trials);
 // Whether the first device's peak moves with the size (by 1 MiB and 0.5 % at least) between
 // the first and the last of `fitting`.
 bool peakChangesWithSize(const std::vector<const FitTrial*>& fitting);
+
+// The answer by replaying PyTorch's allocator (allocator_replay.h) on the binding device.
+struct ReplayOutcome {
+    bool used = false;
+    std::string why;  // where not used: why (said; the peak model answers)
+    uint64_t largest = 0;
+    uint64_t runs = 0, actions = 0, offLine = 0;
+    ReplayResult atLargest, atNext;      // the replay at the answer and the next size
+    uint64_t limitAtLargest = 0, limitAtNext = 0;  // what PyTorch had there: capacity less context and other sources
+};
 
 // The binding device's model and prediction: per device the model and the largest size within
 // its capacity; the device with the smallest such size.
@@ -114,6 +126,8 @@ struct FitPrediction {
     // Leading sizes whose peak sits above the line through the larger ones (a step the size does
     // not scale sets it there: AdamW's update at BERT's batch 1): shown, not fitted or held to it.
     std::vector<uint64_t> leftOut;
+    uint64_t largestByModel = 0;  // the peak model's answer (largest holds the replay's where it is used)
+    ReplayOutcome replay;
     std::vector<FitTrial> verified;  // --verify: the largest size and the next one, then its walk
     // --verify: the largest size seen to fit beside the next one seen to run out of memory (0:
     // size 1 does not fit); none where the walk stopped at another failure or past twice the
@@ -121,6 +135,15 @@ struct FitPrediction {
     std::optional<uint64_t> verifiedLargest;
 };
 FitPrediction bindingPrediction(const std::vector<const FitTrial*>& fitting);
+
+// The replay's answer from the traces of the fitting runs (`traced`, the runs the model was
+// fitted to, by size): aligned, checked against every run (the replay at its size must
+// allocate at most what PyTorch allocated there, within kReplayCheck), then the largest size
+// whose replay fits the capacity less the context and the other sources' predicted peaks.
+// Not used (why said) where the runs were not traced, do not align, or the check fails.
+inline constexpr double kReplayCheck = 0.01;
+ReplayOutcome replayPrediction(const FitPrediction& prediction,
+                               const std::vector<std::pair<const FitTrial*, TorchTrace>>& traced);
 
 // How many of `fitting` (by size) to leave out at the front on a device: the fewest leading runs
 // that sit above the line through the rest (each by kHingeShare of its peak and kResidualFloor)

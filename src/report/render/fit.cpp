@@ -131,6 +131,24 @@ void renderFitJson(const FitOutcome& o, std::ostream& out)
         return;
     }
     w.key("largest_size"), w.value(p.largest);
+    w.key("method"), w.value(p.replay.used ? "allocator_replay" : "peak_model");
+    w.key("largest_size_by_peak_model"), w.value(p.largestByModel);
+    if (p.replay.used) {
+        const ReplayOutcome& r = p.replay;
+        w.key("replay");
+        w.beginObject();
+        w.key("runs"), w.value(r.runs);
+        w.key("actions"), w.value(r.actions);
+        w.key("off_line"), w.value(r.offLine);
+        w.key("reserved_bytes"), w.value(r.atLargest.peakReserved);
+        w.key("allocated_bytes"), w.value(r.atLargest.peakAllocated);
+        w.key("limit_bytes"), w.value(r.limitAtLargest);
+        w.key("next_failed_request_bytes"), w.value(r.atNext.failedBytes);
+        w.key("next_reserved_at_failure_bytes"), w.value(r.atNext.reservedAtFailure);
+        w.endObject();
+    } else if (!p.replay.why.empty()) {
+        w.key("replay_not_used"), w.value(p.replay.why);
+    }
     w.key("largest_measured_size"), w.value(largestMeasured(o.trials));
     w.key("largest_size_by_tracked_peak"), w.value(p.largestByTracked);
     w.key("predicted_bytes"), w.value(p.predicted);
@@ -221,6 +239,23 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
         for (const auto& [s, b] : p.at)
             out << "  " << enumName(s) << " " << formatBytes(b);
         out << "\n";
+    }
+    if (p.replay.used) {
+        const ReplayOutcome& r = p.replay;
+        out << "  by replaying PyTorch's allocator (" << r.actions << " actions of " << r.runs << " runs, scaled to the size";
+        if (r.offLine)
+            out << "; " << r.offLine << " allocations off a line, taken at their steepest";
+        out << "): at " << p.largest << " its segments take " << formatBytes(r.atLargest.peakReserved) << " of the "
+            << formatBytes(r.limitAtLargest) << " left to it (allocated " << formatBytes(r.atLargest.peakAllocated)
+            << ")";
+        if (r.atNext.failedBytes)
+            out << "; at " << p.largest + 1 << " a request of " << formatBytes(r.atNext.failedBytes) << " finds no room with "
+                << formatBytes(r.atNext.reservedAtFailure) << " in segments";
+        out << "\n";
+        if (p.largestByModel != p.largest)
+            out << "  (the peak model alone says " << p.largestByModel << ")\n";
+    } else if (!p.replay.why.empty()) {
+        out << "  (PyTorch's allocator not replayed: " << p.replay.why << "; the peak model answers)\n";
     }
     if (!o.deviceLimit && p.others > std::max<uint64_t>(1ull << 30, p.capacity / 20))
         out << "  (other processes held " << formatBytes(p.others) << " of device " << p.device

@@ -4,7 +4,11 @@ run reserves 100 + 50·SIZE MiB (the 20 MiB blocks stay cached); PyTorch needs 1
 once, as its allocator gives the cache back when the device is full. Usage: fit_torch.py SIZE
 [logits]. With `logits`, a language model's shape: parameters of 20 MiB, and beside the 30 MiB
 tensors one of 40 MiB·SIZE (its logits), the largest segment and more than a tenth of the peak
-(20 + 70·SIZE allocated at once). Exits 3 on torch.cuda.OutOfMemoryError."""
+(20 + 70·SIZE allocated at once). With `strands`, tensors whose bytes grow with SIZE, as a real
+batch's do: per step activations of 100 MiB·SIZE, logits of 10 MiB·SIZE freed, then a 3 MiB
+tensor kept, which the allocator puts in the logits' free block: the next step's logits need a
+new segment beside that one (20 + 120·SIZE MiB reserved at once; 23 + 110·SIZE allocated).
+Exits 3 on torch.cuda.OutOfMemoryError."""
 import sys
 
 import torch
@@ -12,6 +16,23 @@ import torch
 MiB = 1 << 20
 size = int(sys.argv[1])
 logits = sys.argv[2:] == ["logits"]
+if sys.argv[2:] == ["strands"]:
+    params = [torch.nn.Parameter(torch.empty(10 * MiB)) for _ in range(2)]
+    optimizer = torch.optim.SGD(params, lr=0.1)  # its steps carry PyTorch's allocated peak
+    kept = []
+    try:
+        for step in range(2):
+            activations = torch.empty(100 * MiB * size)
+            scores = torch.empty(10 * MiB * size)
+            del scores
+            kept.append(torch.empty(3 * MiB))
+            del activations
+            optimizer.step()
+    except torch.cuda.OutOfMemoryError:
+        print("out of memory at size", size)
+        sys.exit(3)
+    print("fits", size)
+    sys.exit(0)
 params = [torch.nn.Parameter(torch.empty((10 if logits else 50) * MiB)) for _ in range(2)]
 optimizer = torch.optim.SGD(params, lr=0.1)
 try:

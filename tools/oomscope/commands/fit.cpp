@@ -59,6 +59,8 @@ std::string sizeList(const std::vector<FitTrial>& trials)
     return out;
 }
 
+constexpr const char* kTorchTrace = "torch-trace.txt";
+
 class FitCommand final : public Command {
 public:
     const char* name() const override { return "fit"; }
@@ -178,7 +180,11 @@ Launch FitCommand::prepare(uint64_t size, FitTrial* t) const
             arg.replace(at, 2, std::to_string(size));
         l.command.push_back(arg);
     }
-    l.env = {{"OOMSCOPE_OUTPUT_DIR", dir}, {"OOMSCOPE_FIT_SIZE", std::to_string(size)}, {"OOMSCOPE_QUIET", "1"}};
+    // PyTorch's allocator traces itself into the run's folder (the Python adapter): the replay's input.
+    const std::string trace = dir + "/" + kTorchTrace;
+    std::remove(trace.c_str());
+    l.env = {{"OOMSCOPE_OUTPUT_DIR", dir}, {"OOMSCOPE_FIT_SIZE", std::to_string(size)}, {"OOMSCOPE_QUIET", "1"},
+             {"OOMSCOPE_FIT_TRACE", trace}};
     if (m_steps)
         l.env.emplace_back("OOMSCOPE_FIT_STEPS", std::to_string(m_steps));
     t->log = l.logPath = dir + "/output.log";
@@ -196,6 +202,8 @@ void FitCommand::collect(const Ran& ran, FitTrial* t) const
             report::addTrialReport(r, t);
     }
     t->fits = ran.started && !ran.execErrno && WIFEXITED(ran.status) && WEXITSTATUS(ran.status) == 0;
+    if (const std::string trace = dir + "/" + kTorchTrace; access(trace.c_str(), R_OK) == 0)
+        t->torchTrace = trace;
 }
 
 FitTrial FitCommand::runAt(uint64_t size)
@@ -398,10 +406,34 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
     report::FitOutcome outcome;
     report::FitPrediction& p = outcome.prediction;
     p = report::bindingPrediction(fitting);
+    p.largestByModel = p.largest;
+    // Where PyTorch traced its allocator, the answer is the replay's: the memory its segments
+    // strand is in it, not in any peak (allocator_replay.h). The peak model stays beside it.
+    std::vector<std::pair<const FitTrial*, report::TorchTrace>> traced;
+    std::string unreadable;
+    for (const FitTrial* t : fitting) {
+        if (t->torchTrace.empty() || std::count(p.leftOut.begin(), p.leftOut.end(), t->size))
+            continue;
+        report::TorchTrace trace;
+        std::string error;
+        if (report::readTorchTrace(t->torchTrace, p.device, &trace, &error))
+            traced.emplace_back(t, std::move(trace));
+        else
+            unreadable = error;
+    }
+    if (!traced.empty()) {
+        p.replay = report::replayPrediction(p, traced);
+        if (p.replay.used)
+            p.largest = p.replay.largest;
+    } else if (!unreadable.empty()) {
+        p.replay.why = unreadable;
+    }
     const uint64_t peak = report::predictPeak(p.model, p.largest, &p.at);
     p.predicted = peak + p.context;
-    p.headroom = report::headroomAt(p.largestSegment, p.largest, peak);
-    p.headroomWhole = report::strandsWhole(p.largestSegment, p.largest, peak);
+    if (!p.replay.used) {
+        p.headroom = report::headroomAt(p.largestSegment, p.largest, peak);
+        p.headroomWhole = report::strandsWhole(p.largestSegment, p.largest, peak);
+    }
     // Fail closed: no size from runs the model does not explain (a peak that does not follow
     // the size, shrinks with it, or strays from the model by more than the error the answer is
     // held to).

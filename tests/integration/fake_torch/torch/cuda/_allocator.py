@@ -159,6 +159,8 @@ class CachingAllocator:
         block = self._split(block, size)
         self.allocated += block.size
         self.peak_allocated = max(self.peak_allocated, self.allocated)
+        if self.history:
+            self._trace("alloc", block.segment.address + block.offset, nbytes)
         return Tensor(block, nbytes)
 
     def _find_free(self, size, pool=(0, 0)):
@@ -176,10 +178,12 @@ class CachingAllocator:
             segment.blocks.insert(segment.blocks.index(block) + 1, rest)
             block.size = size
         block.active = True
-        block.frames = self._frames() if self.history else None
+        block.frames = self._frames() if self.history and self.history[0] else None
         return block
 
     def free(self, block):
+        if self.history:
+            self._trace("free_completed", block.segment.address + block.offset, block.size)
         self.allocated -= block.size
         block.active = False
         blocks = block.segment.blocks
@@ -204,7 +208,8 @@ class CachingAllocator:
                 for f in reversed(traceback.extract_stack()) if not os.path.abspath(f.filename).startswith(here)]
 
     def _trace(self, action, address, size):
-        self.traces.append({"action": action, "addr": address, "size": size, "frames": self._frames()})
+        self.traces.append({"action": action, "addr": address, "size": size, "stream": 0,
+                            "frames": self._frames() if self.history[0] else []})
 
     def _out_of_memory(self, size):
         stats = self.stats()

@@ -7,9 +7,10 @@ def _snapshot(device=None):
     return _allocator.ALLOCATOR.snapshot()
 
 
-def _record_memory_history(enabled="all", stacks="all", max_entries=0, **kwargs):
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=0, **kwargs):
     from torch.cuda import _allocator
-    _allocator.ALLOCATOR.history = (stacks, max_entries)
+    # context=None: the actions only, no frames (as PyTorch records none then)
+    _allocator.ALLOCATOR.history = (stacks if context else None, max_entries)
 
 
 class CUDAPluggableAllocator:
