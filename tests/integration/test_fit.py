@@ -280,6 +280,11 @@ def test_the_allocator_replay_counts_the_segment_a_small_block_strands(build, tm
     assert "by replaying PyTorch's allocator (12 actions of 3 runs, scaled to the size): at 8 its segments take " \
            "980.00 MiB of the 992.00 MiB left to it" in text.stdout, text.stdout
     assert "(the peak model alone says 4)" in text.stdout
+    # A run whose actions differ from the larger ones' (a workspace at size 1 only): the replay
+    # aligns the runs from the smallest that matches all the larger ones.
+    ws = json.loads(fit(build, tmp_path / "ws", "--format", "json", command=("{}", "strands", "workspace"),
+                        program=program, PYTHONPATH=torch_path).stdout)
+    assert ws["method"] == "allocator_replay" and ws["largest_size"] == 8 and ws["replay"]["runs"] == 2, ws
     # Settings the replay does not model: the peak model answers, and says why.
     conf = fit(build, tmp_path / "conf", "--format", "json", command=("{}", "strands"), program=program,
                PYTHONPATH=torch_path, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")

@@ -321,15 +321,28 @@ ReplayOutcome replayPrediction(const FitPrediction& p, const std::vector<std::pa
         o.why = "PyTorch's allocator was not traced in two runs or more";
         return o;
     }
+    // The runs from the smallest that aligns with all the larger ones (two at least): a
+    // library can pick another algorithm, with other workspaces, past a size (cuDNN's
+    // heuristics), and the larger runs are the ones the answer is extrapolated from.
+    std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     ScaledTrace scaled;
-    if (!alignTraces(runs, &scaled, &o.why))
+    size_t from = 0;
+    for (std::string why; from + 2 <= runs.size(); ++from) {
+        if (alignTraces({runs.begin() + long(from), runs.end()}, &scaled, from ? &why : &o.why))
+            break;
+    }
+    if (from + 2 > runs.size())
         return o;
+    o.why.clear();
+    runs.erase(runs.begin(), runs.begin() + long(from));
     o.runs = runs.size();
     o.actions = scaled.actions.size();
     o.offLine = scaled.offLine;
     // The model of the allocator must give back what PyTorch did in every run: the most it
     // had allocated at once (PyTorch counts whole blocks, as the model does).
     for (const auto& [t, trace] : traced) {
+        if (t->size < runs.front().first)
+            continue;
         const auto it = t->peaks.find(p.device);
         if (!t->torchAllocated || it == t->peaks.end() || !it->second.bytes.count(Source::Torch))
             continue;

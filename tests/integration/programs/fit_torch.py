@@ -7,7 +7,8 @@ tensors one of 40 MiB·SIZE (its logits), the largest segment and more than a te
 (20 + 70·SIZE allocated at once). With `strands`, tensors whose bytes grow with SIZE, as a real
 batch's do: per step activations of 100 MiB·SIZE, logits of 10 MiB·SIZE freed, then a 3 MiB
 tensor kept, which the allocator puts in the logits' free block: the next step's logits need a
-new segment beside that one (20 + 120·SIZE MiB reserved at once; 23 + 110·SIZE allocated).
+new segment beside that one (20 + 120·SIZE MiB reserved at once; 23 + 110·SIZE allocated);
+`strands workspace` the same with one more allocation at size 1.
 Exits 3 on torch.cuda.OutOfMemoryError."""
 import sys
 
@@ -16,7 +17,9 @@ import torch
 MiB = 1 << 20
 size = int(sys.argv[1])
 logits = sys.argv[2:] == ["logits"]
-if sys.argv[2:] == ["strands"]:
+if sys.argv[2:3] == ["strands"]:
+    if sys.argv[3:] == ["workspace"] and size == 1:
+        torch.empty(MiB)  # dropped at once: a library's workspace at the smallest size only: its actions differ
     params = [torch.nn.Parameter(torch.empty(10 * MiB)) for _ in range(2)]
     optimizer = torch.optim.SGD(params, lr=0.1)  # its steps carry PyTorch's allocated peak
     kept = []
