@@ -185,7 +185,8 @@ def row(ctx, model, card):
     fit = row_fit(ctx, out, model, card)
     result["fit"] = {k: fit.get(k) for k in ("status", "largest_size", "seconds", "wall_seconds", "rounds", "rerun_alone",
                                             "refused", "verify", "verify_seconds", "verified_largest_size", "largest_measured_size",
-                                            "context_bytes", "model", "predicted_bytes", "headroom_bytes")}
+                                            "context_bytes", "model", "predicted_bytes", "headroom_bytes", "method",
+                                            "largest_size_by_peak_model", "replay", "replay_not_used")}
     result["fit"]["sizes"] = fit["sizes"]
     with open(os.path.join(ctx.outdir, "fit_zoo", f"{model}-{card}.json"), "w") as f:
         json.dump(result, f, indent=1)  # fit's answer is kept should the search be cut
@@ -502,8 +503,9 @@ def fit_edge(ctx):
 
 
 def replay(rows):
-    """fit's choice of sizes and its model (report/analysis/fit.cpp and tools/oomscope/commands/
-    fit.cpp, transcribed: change them together) replayed on the peaks a zoo row measured (fit's
+    """fit's choice of sizes and its peak model (report/analysis/fit.cpp and tools/oomscope/commands/
+    fit.cpp, transcribed: change them together; not the allocator's replay, which needs the
+    runs' traces: `fit_then` is fit's peak-model answer) replayed on the peaks a zoo row measured (fit's
     runs and the search's, a size not run interpolated between its neighbours), with the
     largest segment per item read from the row's headroom. For a change of the model to be seen
     on a zoo's data before a device call; not a measurement."""
@@ -580,7 +582,8 @@ def replay(rows):
         errors = [abs(m[0] + m[1] * n + m[2] * n * n - measured[n]) / measured[n] for n in xs
                   if n not in sizes and n >= sizes[k]]
         out.append({"model": r["model"], "card_gib": r["card_gib"], "truth": r["search"]["truth"],
-                    "fit_then": fit.get("largest_size"), "replayed": answer(m), "rounds": rounds,
+                    "fit_then": fit.get("largest_size_by_peak_model", fit.get("largest_size")), "replayed": answer(m),
+                    "rounds": rounds,
                     "left_out": sizes[:k], "peak_error_mean": sum(errors) / len(errors) if errors else None,
                     "peak_error_max": max(errors) if errors else None, "sizes_out_of_sample": len(errors)})
     return out
