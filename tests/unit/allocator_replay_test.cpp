@@ -176,6 +176,14 @@ TEST_CASE("replay: the adapter's trace file", "[replay]")
     CHECK(t.unusable.find("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") != std::string::npos);
     {
         std::ofstream f(path);
+        f << "oomscope-torch-trace 1 events 2 max 4000000 conf - backend native\n"
+             "m 0 4096 2097152 0\n"
+             "a 0 4096 1000 0\n";
+    }
+    REQUIRE(readTorchTrace(path, 0, &t, &error));
+    CHECK(t.unusable.find("expandable segments") != std::string::npos);
+    {
+        std::ofstream f(path);
         f << "not a trace\n";
     }
     CHECK_FALSE(readTorchTrace(path, 0, &t, &error));

@@ -266,12 +266,14 @@ def _attach():
 
 
 _FIT_TRACE_MAX = 4_000_000  # events kept (PyTorch's ring drops the oldest past it)
-_FIT_TRACE_ACTIONS = {"alloc": "a", "free_completed": "f", "segment_alloc": "s", "segment_free": "S", "oom": "o"}
+_FIT_TRACE_ACTIONS = {"alloc": "a", "free_completed": "f", "segment_alloc": "s", "segment_free": "S", "oom": "o",
+                      "segment_map": "m", "segment_unmap": "M"}
 
 
 def _write_fit_trace(path):
-    """The caching allocator's actions, one per line: `a|f|s|S|o DEVICE ADDRESS SIZE STREAM`
-    (alloc: the size asked; free_completed; segment_alloc/free; oom), after a header naming the
+    """The caching allocator's actions, one per line: `a|f|s|S|m|M|o DEVICE ADDRESS SIZE STREAM`
+    (alloc: the size asked; free_completed; segment_alloc/free; segment_map/unmap of expandable
+    segments, whatever turned them on; oom), after a header naming the
     allocator's settings and whether the ring dropped events. Written to a temporary file
     renamed over FILE: fit never reads half a trace."""
     torch = _torch

@@ -203,7 +203,11 @@ bool readTorchTrace(const std::string& path, int64_t device, TorchTrace* out, st
         }
         if (dev != device)
             continue;
-        if (code == 'a') {
+        if (code == 'm' && out->unusable.empty()) {
+            // Expandable segments grow by mapping pages, whatever turned them on: not the
+            // placement the model follows.
+            out->unusable = "PyTorch's allocator maps expandable segments (the replay follows the default settings)";
+        } else if (code == 'a') {
             live[address] = allocations;
             out->actions.push_back({true, allocations++, bytes, stream});
         } else if (code == 'f') {
