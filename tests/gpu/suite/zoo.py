@@ -401,6 +401,9 @@ def verdict(rows):
         if "cut" in search:  # the truth is only known to be within [lo, hi): said, not judged
             misses.append(f"{name}: the search was cut by the deadline (truth in {search['cut']})")
             continue
+        edge = fit.get("verified_largest_size")
+        if edge is not None and edge != truth:  # --verify walks to the edge with the search's own runs
+            misses.append(f"{name}: --verify's edge {edge}, the search's {truth}")
         if p < truth * 0.95:
             misses.append(f"{name}: {p} is {(p - truth) / truth:+.1%} from the truth {truth}")
         if fit["seconds"] > search["seconds"] / 4:
