@@ -22,7 +22,7 @@ FAMILIES = [cuda, torch_allocators, frameworks, torch_training, views, examples,
             live, cupti]
 SCENARIOS = [scenario for family in FAMILIES for scenario in family.SCENARIOS]
 # Run only when named: the model zoo alone outlasts a device call, the edge's search is its aside (suite/zoo.py).
-ALONE = {"fit_zoo", "fit_edge"}
+ALONE = {"fit_zoo", "fit_edge", "fit_replay"}
 
 
 def main():

@@ -438,6 +438,70 @@ def table(rows):
     return "\n".join(lines)
 
 
+def fit_replay(ctx):
+    """fit's allocator replay against the edge found by real runs, quickly: per row
+    (OOMSCOPE_REPLAY_ROWS, default "gpt2-ckpt:24,bert:24,resnet50:24") `oomscope fit --verify`
+    under the card, as many at once as the GPU holds. Each row must be answered by the replay
+    (PyTorch's traces aligned and its allocated peaks given back), never above --verify's edge
+    (the largest size that trains by real runs, as the search finds it), and within 5 % below.
+    Writes fit_zoo/replay-ROW.json and fit_zoo/replay.md."""
+    rows = [(m, float(c) if "." in c else int(c)) for m, c in
+            (item.split(":") for item in os.environ.get("OOMSCOPE_REPLAY_ROWS", "gpt2-ckpt:24,bert:24,resnet50:24").split(","))]
+    ROWS_END[0] = time.monotonic() + float(os.environ.get("OOMSCOPE_ZOO_DEADLINE", "500"))
+    out = os.path.join(ctx.outdir, "fit_zoo")
+    os.makedirs(out, exist_ok=True)
+    budget = Budget(float(os.environ.get("OOMSCOPE_ZOO_BUDGET_GIB") or (gpu_free_gib() or 0) - 10))
+    results, lock = {}, threading.Lock()
+
+    def worker(model, card):
+        try:
+            r = row_fit(ctx, ctx.dir(os.path.join("fit_zoo", f"replay-{model}-{card}")), model, card)
+        except Exception as e:  # a failing row is a row
+            r = {"error": f"{type(e).__name__}: {e}"}
+        finally:
+            budget.give(card)
+        with lock:
+            results[(model, card)] = r
+        with open(os.path.join(out, f"replay-{model}-{card}.json"), "w") as f:
+            json.dump(r, f, indent=1)
+
+    threads = []
+    for model, card in rows:
+        with budget.cv:
+            while budget.left < card:
+                budget.cv.wait(5)
+            budget.left -= card
+        th = threading.Thread(target=worker, args=(model, card))
+        th.start()
+        threads.append(th)
+    for th in threads:
+        th.join()
+    lines = ["| model | card | `fit` (replay) | peak model | edge by real runs (--verify) | error | replay | fit | verify |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    misses = []
+    for model, card in rows:
+        r = results.get((model, card), {"error": "not run"})
+        p, edge = r.get("largest_size"), r.get("verified_largest_size")
+        rp = r.get("replay") or {}
+        lines.append(f"| {model} | {card} GiB | {p} | {r.get('largest_size_by_peak_model')} | {edge} | "
+                     + (f"{(p - edge) / edge:+.1%}" if p and edge else "—") + " | "
+                     + (f"{rp.get('runs')} runs, {rp.get('actions')} actions, {rp.get('off_line')} off a line" if rp
+                        else f"not used: {r.get('replay_not_used') or r.get('error') or r.get('refused')}")
+                     + f" | {r.get('seconds', 0):.0f} s | {r.get('verify_seconds', 0):.0f} s |")
+        if r.get("method") != "allocator_replay":
+            misses.append(f"{model}: not replayed ({r.get('replay_not_used') or r.get('error') or r.get('refused')})")
+        elif edge is None:
+            misses.append(f"{model}: --verify found no edge")
+        elif p > edge or p < 0.95 * edge:
+            misses.append(f"{model}: {p} against the edge {edge}")
+    table_md = "\n".join(lines)
+    print(table_md, flush=True)
+    with open(os.path.join(out, "replay.md"), "w") as f:
+        f.write(table_md + "\n")
+    check(not misses, "; ".join(misses))
+    return f"{len(rows)} rows: the replay within 5 % below the edge on every one"
+
+
 def fit_edge(ctx):
     """The smallest card each size trains on (OOMSCOPE_EDGE="bert:8,16 gpt2:8"): a roomy run
     (60 GiB) for PyTorch's allocated and reserved peaks A and R, then a round of runs under
@@ -592,7 +656,7 @@ def replay(rows):
     return out
 
 
-SCENARIOS = [("fit_zoo", fit_zoo), ("fit_edge", fit_edge)]
+SCENARIOS = [("fit_zoo", fit_zoo), ("fit_edge", fit_edge), ("fit_replay", fit_replay)]
 
 
 if __name__ == "__main__":
