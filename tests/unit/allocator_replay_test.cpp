@@ -1,4 +1,5 @@
 #include "report/analysis/allocator_replay.h"
+#include "report/analysis/fit.h"
 
 #include <catch2/catch.hpp>
 
@@ -189,4 +190,44 @@ TEST_CASE("replay: the adapter's trace file", "[replay]")
     CHECK_FALSE(readTorchTrace(path, 0, &t, &error));
     CHECK(error.find("not an allocator trace") != std::string::npos);
     std::remove(path);
+}
+
+TEST_CASE("replay: fit's answer from its traced runs, checked against their allocated peaks", "[replay]")
+{
+    std::vector<FitTrial> trials(3);
+    std::vector<std::pair<const FitTrial*, TorchTrace>> traced;
+    for (size_t i = 0; i < 3; ++i) {
+        const uint64_t n = uint64_t(1) << i;
+        trials[i].size = n;
+        trials[i].fits = trials[i].torchAllocated = true;
+        // PyTorch's allocated peak: 100 + 130·n MiB and three steps' 1024-byte scalars.
+        trials[i].peaks[0] = FitPoint{n, {{Source::Torch, (100 + 130 * n) * MiB + 3 * 1024}, {Source::Cublas, 64 * MiB}}};
+    }
+    for (const FitTrial& t : trials)
+        traced.emplace_back(&t, training(t.size));
+    FitPrediction p;
+    p.capacity = 1024 * MiB + 64 * MiB + 32 * MiB;
+    p.context = 32 * MiB;
+    p.model[Source::Cublas] = SourceModel{double(64 * MiB), 0, 0, false};
+    ReplayOutcome o = replayPrediction(p, traced);
+    REQUIRE(o.used);
+    // The segments may take the capacity less the context and cuBLAS's 64 MiB: 1024 MiB, 7.
+    CHECK(o.largest == 7);
+    CHECK(o.runs == 3);
+    CHECK(o.limitAtLargest == 1024 * MiB);
+    CHECK(o.atLargest.fits);
+    CHECK_FALSE(o.atNext.fits);
+    // A run whose allocated peak the replay does not give back: not used, said.
+    trials[1].peaks[0].bytes[Source::Torch] += 50 * MiB;
+    o = replayPrediction(p, traced);
+    CHECK_FALSE(o.used);
+    CHECK(o.why.find("the replay of size 2 allocates") != std::string::npos);
+    // Blocks that do not grow with the size: no answer from the replay.
+    trials[1].peaks[0].bytes[Source::Torch] -= 50 * MiB;
+    std::vector<std::pair<const FitTrial*, TorchTrace>> flat;
+    for (const FitTrial& t : trials)
+        flat.emplace_back(&t, training(1));
+    o = replayPrediction(p, flat);
+    CHECK_FALSE(o.used);
+    CHECK(o.why == "no block PyTorch allocates grows with the size");
 }

@@ -334,6 +334,10 @@ ReplayOutcome replayPrediction(const FitPrediction& p, const std::vector<std::pa
     if (from + 2 > runs.size())
         return o;
     o.why.clear();
+    if (std::none_of(scaled.slope.begin(), scaled.slope.end(), [](int64_t b) { return b > 0; })) {
+        o.why = "no block PyTorch allocates grows with the size";
+        return o;
+    }
     runs.erase(runs.begin(), runs.begin() + long(from));
     o.runs = runs.size();
     o.actions = scaled.actions.size();
