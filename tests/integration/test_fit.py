@@ -285,6 +285,15 @@ def test_the_allocator_replay_counts_the_segment_a_small_block_strands(build, tm
     ws = json.loads(fit(build, tmp_path / "ws", "--format", "json", command=("{}", "strands", "workspace"),
                         program=program, PYTHONPATH=torch_path).stdout)
     assert ws["method"] == "allocator_replay" and ws["largest_size"] == 8 and ws["replay"]["runs"] == 2, ws
+    # A PyTorch that does not record its history: the adapter says so in the run's output and
+    # stays attached (the steps' allocated peaks still come); the peak model answers.
+    none = fit(build, tmp_path / "none", "--format", "json", command=("{}", "strands"), program=program,
+               PYTHONPATH=torch_path, FAKE_TORCH_HISTORY_FAILS="1")
+    out = json.loads(none.stdout)
+    assert out["method"] == "peak_model" and out["torch_need"] == "allocated_peak" and out["largest_size"] == 4, out
+    assert "wrote no trace" in out["replay_not_used"], out
+    log = open(tmp_path / "none" / "fit" / "size-1" / "output.log").read()
+    assert "could not trace the allocator for fit (RuntimeError: recording history is not supported here)" in log, log
     # Settings the replay does not model: the peak model answers, and says why.
     conf = fit(build, tmp_path / "conf", "--format", "json", command=("{}", "strands"), program=program,
                PYTHONPATH=torch_path, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")

@@ -254,12 +254,8 @@ def _attach():
                 # Never stacks="all" here: symbolizing C++ frames at an OOM takes minutes.
                 torch.cuda.memory._record_memory_history(stacks="python", max_entries=int(history))
                 _history = True
-            elif os.environ.get("OOMSCOPE_FIT_TRACE"):
-                # Only the actions: no stack is gathered per allocation.
-                torch.cuda.memory._record_memory_history(context=None, stacks="python", max_entries=_FIT_TRACE_MAX)
             if os.environ.get("OOMSCOPE_FIT_TRACE"):
-                import atexit
-                atexit.register(_write_fit_trace, os.environ["OOMSCOPE_FIT_TRACE"])
+                _start_fit_trace(torch, os.environ["OOMSCOPE_FIT_TRACE"], history=_history)
         _lib().oomscope_framework_attach(b"torch", 1 if observes else 0)
     except Exception as e:
         _notice("attach", f"the PyTorch adapter could not attach ({type(e).__name__}: {e})")
@@ -268,6 +264,19 @@ def _attach():
 _FIT_TRACE_MAX = 4_000_000  # events kept (PyTorch's ring drops the oldest past it)
 _FIT_TRACE_ACTIONS = {"alloc": "a", "free_completed": "f", "segment_alloc": "s", "segment_free": "S", "oom": "o",
                       "segment_map": "m", "segment_unmap": "M"}
+
+
+def _start_fit_trace(torch, path, history):
+    """fit's runs: PyTorch records its allocator's actions (only them: no stack is gathered per
+    allocation, unless OOMSCOPE_TORCH_HISTORY already asked for stacks) and they are written at
+    exit. Its own failure is said and leaves the rest of the adapter attached."""
+    try:
+        if not history:
+            torch.cuda.memory._record_memory_history(context=None, stacks="python", max_entries=_FIT_TRACE_MAX)
+        import atexit
+        atexit.register(_write_fit_trace, path)
+    except Exception as e:
+        _notice("fit-trace", f"could not trace the allocator for fit ({type(e).__name__}: {e})")
 
 
 def _write_fit_trace(path):

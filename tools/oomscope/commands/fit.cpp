@@ -421,12 +421,15 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
         else
             unreadable = error;
     }
+    const bool torch = std::any_of(fitting.begin(), fitting.end(), [](const FitTrial* t) { return t->torchAllocated; });
     if (!traced.empty()) {
         p.replay = report::replayPrediction(p, traced);
         if (p.replay.used)
             p.largest = p.replay.largest;
     } else if (!unreadable.empty()) {
         p.replay.why = unreadable;
+    } else if (torch) {  // PyTorch ran but wrote no trace: its output says why
+        p.replay.why = "PyTorch's allocator wrote no trace in the runs (their output.log says why)";
     }
     const uint64_t peak = report::predictPeak(p.model, p.largest, &p.at);
     p.predicted = peak + p.context;

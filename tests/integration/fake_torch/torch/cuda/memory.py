@@ -8,7 +8,10 @@ def _snapshot(device=None):
 
 
 def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=0, **kwargs):
+    import os
     from torch.cuda import _allocator
+    if os.environ.get("FAKE_TORCH_HISTORY_FAILS"):  # tests: a PyTorch that refuses to record
+        raise RuntimeError("recording history is not supported here")
     # context=None: the actions only, no frames (as PyTorch records none then)
     _allocator.ALLOCATOR.history = (stacks if context else None, max_entries)
 
