@@ -275,6 +275,12 @@ def test_the_allocator_replay_counts_the_segment_a_small_block_strands(build, tm
     assert r["runs"] == 3 and r["off_line"] == 0 and r["actions"] == 12, r
     assert r["reserved_bytes"] == (20 + 120 * 8) * MiB and r["limit_bytes"] == (1024 - 32) * MiB
     assert r["next_failed_request_bytes"] == 90 * MiB  # size 9's first logits
+    # The replay's peaks at the sizes run, against PyTorch's: in sample (the runs it was scaled
+    # from) and at --verify's 8 (out of sample), exact on this program.
+    at8 = out["verify"][0]
+    assert at8["replayed_torch_allocated_bytes"] == at8["measured_by_source"]["torch"] == (23 + 110 * 8) * MiB, at8
+    assert at8["replayed_torch_reserved_bytes"] == (20 + 120 * 8) * MiB and at8["replay_relative"] == 0
+    assert all(s["replay_relative"] == 0 for s in out["sizes"] if s["fits"]), out["sizes"]
     text = fit(build, tmp_path / "text", command=("{}", "strands"), program=program, PYTHONPATH=torch_path)
     assert "Largest size that fits device 0 (1.00 GiB): 8\n" in text.stdout, text.stdout
     assert "by replaying PyTorch's allocator (12 actions of 3 runs, scaled to the size): at 8 its segments take " \

@@ -371,12 +371,28 @@ ReplayOutcome replayPrediction(const FitPrediction& p, const std::vector<std::pa
         return p.capacity > others ? p.capacity - others : 0;
     };
     o.largest = largestByReplay(scaled, limit);
+    o.trace = scaled;
     o.limitAtLargest = limit(o.largest), o.limitAtNext = limit(o.largest + 1);
     if (o.largest)
         o.atLargest = replay(scaled, o.largest, o.limitAtLargest);
     o.atNext = replay(scaled, o.largest + 1, o.limitAtNext);
     o.used = true;
     return o;
+}
+
+void addReplayedPeaks(const ReplayOutcome& replayed, std::vector<FitResidual>* residuals)
+{
+    if (!replayed.used)
+        return;
+    for (FitResidual& r : *residuals) {
+        const auto torch = r.measured.find(Source::Torch);
+        if (torch == r.measured.end() || !torch->second)
+            continue;
+        const ReplayResult at = replay(replayed.trace, r.size, UINT64_MAX);
+        r.replayed = true;
+        r.replayedAllocated = at.peakAllocated, r.replayedReserved = at.peakReserved;
+        r.replayRelative = (double(at.peakAllocated) - double(torch->second)) / double(torch->second);
+    }
 }
 
 std::vector<FitResidual> fitResiduals(const FitPrediction& p, const std::vector<const FitTrial*>& fitting)

@@ -107,6 +107,7 @@ struct ReplayOutcome {
     uint64_t largest = 0;
     uint64_t runs = 0, actions = 0, offLine = 0;
     ReplayResult atLargest, atNext;      // the replay at the answer and the next size
+    ScaledTrace trace;                   // what was replayed (where used)
     uint64_t limitAtLargest = 0, limitAtNext = 0;  // what PyTorch had there: capacity less context and other sources
 };
 
@@ -162,7 +163,15 @@ struct FitResidual {
     std::map<Source, uint64_t> measured, predicted;
     uint64_t measuredBytes = 0, predictedBytes = 0;
     double relative = 0;  // (predicted − measured) / measured
+    // Where the replay answered: its peaks at this size with room to spare (PyTorch's allocated,
+    // the segments' reserved), against PyTorch's measured allocated peak.
+    bool replayed = false;
+    uint64_t replayedAllocated = 0, replayedReserved = 0;
+    double replayRelative = 0;
 };
+// The replay's peaks at each residual's size (nothing where the replay was not used or the run
+// has no PyTorch allocated peak).
+void addReplayedPeaks(const ReplayOutcome& replay, std::vector<FitResidual>* residuals);
 std::vector<FitResidual> fitResiduals(const FitPrediction& prediction, const std::vector<const FitTrial*>& fitting);
 
 // Fail closed: the runs must explain themselves before a size is given. The model has to

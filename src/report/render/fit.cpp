@@ -52,6 +52,11 @@ void writeResidual(JsonOut& w, const FitResidual& r)
     w.key("relative_residual"), w.value(r.relative);
     bySource("measured_by_source", r.measured);
     bySource("predicted_by_source", r.predicted);
+    if (r.replayed) {
+        w.key("replayed_torch_allocated_bytes"), w.value(r.replayedAllocated);
+        w.key("replayed_torch_reserved_bytes"), w.value(r.replayedReserved);
+        w.key("replay_relative"), w.value(r.replayRelative);
+    }
 }
 
 std::string percent(double relative)
@@ -272,7 +277,11 @@ void renderFitText(const FitOutcome& o, std::ostream& out)
             << (t.fits && t.oomReports ? recovered(t) : "");
         if (const FitResidual* r = residualAt(o.verified, t.size); r && t.fits)
             out << " (peak " << formatBytes(r->measuredBytes) << ", the model's " << formatBytes(r->predictedBytes) << ", "
-                << percent(r->relative) << ")";
+                << percent(r->relative)
+                << (r->replayed ? "; PyTorch allocated " + formatBytes(r->measured.at(Source::Torch)) + ", the replay " +
+                                      formatBytes(r->replayedAllocated) + ", " + percent(r->replayRelative)
+                                : std::string())
+                << ")";
         out << "\n";
     }
     if (!p.verified.empty())

@@ -476,8 +476,9 @@ def fit_replay(ctx):
         threads.append(th)
     for th in threads:
         th.join()
-    lines = ["| model | card | `fit` (replay) | peak model | edge by real runs (--verify) | error | replay | fit | verify |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | card | `fit` (replay) | peak model | edge by real runs (--verify) | error | replay | "
+             "replay's peak error at --verify's sizes, max | fit | verify |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     misses = []
     for model, card in rows:
         r = results.get((model, card), {"error": "not run"})
@@ -487,6 +488,9 @@ def fit_replay(ctx):
                      + (f"{(p - edge) / edge:+.1%}" if p and edge else "—") + " | "
                      + (f"{rp.get('runs')} runs, {rp.get('actions')} actions, {rp.get('off_line')} off a line" if rp
                         else f"not used: {r.get('replay_not_used') or r.get('error') or r.get('refused')}")
+                     + " | " + (f"{max(errs):.2%} ({len(errs)})" if (errs := [abs(v["replay_relative"]) for v in
+                                                                           r.get("verify") or [] if "replay_relative" in v])
+                                 else "—")
                      + f" | {r.get('seconds', 0):.0f} s | {r.get('verify_seconds', 0):.0f} s |")
         if r.get("method") != "allocator_replay":
             misses.append(f"{model}: not replayed ({r.get('replay_not_used') or r.get('error') or r.get('refused')})")

@@ -441,6 +441,7 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
     // the size, shrinks with it, or strays from the model by more than the error the answer is
     // held to).
     outcome.residuals = report::fitResiduals(p, fitting);
+    report::addReplayedPeaks(p.replay, &outcome.residuals);
     outcome.refused = report::unexplainedRuns(fitting, outcome.residuals, p);
     if (m_verify && p.largest > 0 && outcome.refused.empty()) {
         const auto start = std::chrono::steady_clock::now();
@@ -455,6 +456,7 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
             if (t.fits && !t.peaks.empty())
                 verified.push_back(&t);
         outcome.verified = report::fitResiduals(p, verified);
+        report::addReplayedPeaks(p.replay, &outcome.verified);
     }
     outcome.trials = trials;
     outcome.fitted = fitting.size();
