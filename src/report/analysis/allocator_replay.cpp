@@ -1,5 +1,7 @@
 #include "report/analysis/allocator_replay.h"
 
+#include "report/analysis/largest_where.h"
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -322,20 +324,7 @@ ReplayResult replay(const ScaledTrace& trace, uint64_t n, uint64_t limit)
 
 uint64_t largestByReplay(const ScaledTrace& trace, const std::function<uint64_t(uint64_t)>& limit, uint64_t most)
 {
-    const auto fits = [&](uint64_t n) { return replay(trace, n, limit(n)).fits; };
-    uint64_t good = 0, bad = 1;
-    while (bad <= most && fits(bad))
-        good = bad, bad *= 2;
-    if (bad > most) {
-        if (fits(most))
-            return most;
-        bad = most;
-    }
-    while (bad - good > 1) {
-        const uint64_t mid = good + (bad - good) / 2;
-        (fits(mid) ? good : bad) = mid;
-    }
-    return good;
+    return largestWhere([&](uint64_t n) { return replay(trace, n, limit(n)).fits; }, most);
 }
 
 } // namespace oomscope::report

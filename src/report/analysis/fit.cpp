@@ -1,7 +1,8 @@
 #include "report/analysis/fit.h"
 
-#include "report/model.h"
+#include "report/analysis/largest_where.h"
 #include "report/analysis/memory_over_time.h"
+#include "report/model.h"
 #include "report/format.h"
 
 #include <algorithm>
@@ -117,23 +118,12 @@ uint64_t headroomAt(const SourceModel& largestSegment, uint64_t n, uint64_t peak
 uint64_t largestFitting(const FitModel& model, uint64_t fixed, uint64_t capacity, const SourceModel* headroom,
                         uint64_t most)
 {
-    auto fits = [&](uint64_t n) {
-        const uint64_t peak = predictPeak(model, n), need = peak + (headroom ? headroomAt(*headroom, n, peak) : 0);
-        return fixed <= capacity && need <= capacity - fixed;
-    };
-    if (!fits(1))
-        return 0;
-    uint64_t lo = 1, hi = 2;
-    while (hi <= most && fits(hi)) {
-        lo = hi;
-        hi *= 2;
-    }
-    hi = std::min(hi, most + 1);
-    while (hi - lo > 1) {
-        const uint64_t mid = lo + (hi - lo) / 2;
-        (fits(mid) ? lo : hi) = mid;
-    }
-    return lo;
+    return largestWhere(
+        [&](uint64_t n) {
+            const uint64_t peak = predictPeak(model, n), need = peak + (headroom ? headroomAt(*headroom, n, peak) : 0);
+            return fixed <= capacity && need <= capacity - fixed;
+        },
+        most);
 }
 
 namespace {
