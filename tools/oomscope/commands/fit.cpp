@@ -107,6 +107,8 @@ private:
     int predict(const std::vector<FitTrial>& trials);
     // --verify past the predicted size and the next one: the edge by real runs.
     std::optional<uint64_t> verifyEdge(report::FitPrediction& p);
+    // The traces of the fitting runs replayed (report::replayPrediction), the answer the replay's where used.
+    void replayTraces(const std::vector<const FitTrial*>& fitting, report::FitPrediction* p) const;
 
     CLI::App* m_app = nullptr;
     std::string m_sizes;  // empty: chosen as the runs go
@@ -344,12 +346,11 @@ int FitCommand::run()
 // far off is said as it is).
 std::optional<uint64_t> FitCommand::verifyEdge(report::FitPrediction& p)
 {
-    const auto oom = [](const FitTrial& t) { return !t.fits && t.outOfMemory(); };
     uint64_t good = 0, bad = 0;
     if (p.verified[0].fits) {
         good = p.largest;
         if (!p.verified[1].fits) {
-            if (!oom(p.verified[1]))
+            if (!p.verified[1].outOfMemory())
                 return std::nullopt;
             return good;
         }
@@ -359,18 +360,18 @@ std::optional<uint64_t> FitCommand::verifyEdge(report::FitPrediction& p)
                 return std::nullopt;
             p.verified.push_back(runAt(good + step));
             const FitTrial& t = p.verified.back();
-            if (!t.fits && !oom(t))
+            if (!t.fits && !t.outOfMemory())
                 return std::nullopt;
             (t.fits ? good : bad) = t.size;
         }
     } else {
-        if (!oom(p.verified[0]))
+        if (!p.verified[0].outOfMemory())
             return std::nullopt;
         bad = p.largest;
         for (uint64_t step = 1; !good && bad > 1; step *= 2) {
             p.verified.push_back(runAt(bad > step ? bad - step : 1));
             const FitTrial& t = p.verified.back();
-            if (!t.fits && !oom(t))
+            if (!t.fits && !t.outOfMemory())
                 return std::nullopt;
             (t.fits ? good : bad) = t.size;
         }
@@ -380,35 +381,19 @@ std::optional<uint64_t> FitCommand::verifyEdge(report::FitPrediction& p)
     while (bad - good > 1) {
         p.verified.push_back(runAt(good + (bad - good) / 2));
         const FitTrial& t = p.verified.back();
-        if (!t.fits && !oom(t))
+        if (!t.fits && !t.outOfMemory())
             return std::nullopt;
         (t.fits ? good : bad) = t.size;
     }
     return good;
 }
 
-int FitCommand::predict(const std::vector<FitTrial>& trials)
+// Where PyTorch traced its allocator, the answer is the replay's: the memory its segments
+// strand is in it, not in any peak (allocator_replay.h). The peak model stays beside it, and
+// where the replay is not used the text says why.
+void FitCommand::replayTraces(const std::vector<const FitTrial*>& fitting, report::FitPrediction* prediction) const
 {
-    std::vector<const FitTrial*> fitting;
-    for (const FitTrial& t : trials)
-        if (t.fits && !t.peaks.empty())
-            fitting.push_back(&t);
-    if (fitting.size() < 2) {
-        const FitTrial* oom = nullptr;
-        for (const FitTrial& t : trials)
-            if (t.outOfMemory() && !oom)
-                oom = &t;
-        logError("fit: the command fits at " + std::to_string(fitting.size()) + " of the sizes " + sizeList(trials) +
-                 " (" + (oom ? "out of memory at size " + std::to_string(oom->size) : "no report") +
-                 "): give smaller --sizes");
-        return kExitUsage;
-    }
-    report::FitOutcome outcome;
-    report::FitPrediction& p = outcome.prediction;
-    p = report::bindingPrediction(fitting);
-    p.largestByModel = p.largest;
-    // Where PyTorch traced its allocator, the answer is the replay's: the memory its segments
-    // strand is in it, not in any peak (allocator_replay.h). The peak model stays beside it.
+    report::FitPrediction& p = *prediction;
     std::vector<std::pair<const FitTrial*, report::TorchTrace>> traced;
     std::string unreadable;
     for (const FitTrial* t : fitting) {
@@ -431,6 +416,29 @@ int FitCommand::predict(const std::vector<FitTrial>& trials)
     } else if (torch) {  // PyTorch ran but wrote no trace: its output says why
         p.replay.why = "PyTorch's allocator wrote no trace in the runs (their output.log says why)";
     }
+}
+
+int FitCommand::predict(const std::vector<FitTrial>& trials)
+{
+    std::vector<const FitTrial*> fitting;
+    for (const FitTrial& t : trials)
+        if (t.fits && !t.peaks.empty())
+            fitting.push_back(&t);
+    if (fitting.size() < 2) {
+        const FitTrial* oom = nullptr;
+        for (const FitTrial& t : trials)
+            if (t.outOfMemory() && !oom)
+                oom = &t;
+        logError("fit: the command fits at " + std::to_string(fitting.size()) + " of the sizes " + sizeList(trials) +
+                 " (" + (oom ? "out of memory at size " + std::to_string(oom->size) : "no report") +
+                 "): give smaller --sizes");
+        return kExitUsage;
+    }
+    report::FitOutcome outcome;
+    report::FitPrediction& p = outcome.prediction;
+    p = report::bindingPrediction(fitting);
+    p.largestByModel = p.largest;
+    replayTraces(fitting, &p);
     const uint64_t peak = report::predictPeak(p.model, p.largest, &p.at);
     p.predicted = peak + p.context;
     if (!p.replay.used) {
