@@ -192,6 +192,39 @@ TEST_CASE("replay: the adapter's trace file", "[replay]")
     std::remove(path);
 }
 
+TEST_CASE("replay: a burst of frees reads in one order whatever order the program dropped it in", "[replay]")
+{
+    char path[] = "/tmp/oomscope-trace-XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    // Three tensors freed together (a dict of grads), in another order at each size; an
+    // allocation between two bursts keeps them apart.
+    const auto read = [&](uint64_t n, const char* order) {
+        {
+            std::ofstream f(path);
+            f << "oomscope-torch-trace 1 events 9 max 4000000 conf - backend native\n";
+            for (int k = 0; k < 3; ++k)
+                f << "a 0 " << (k + 1) * 1048576 << " " << 1000 * n << " 0\n";
+            for (const char* c = order; *c; ++c)
+                f << "f 0 " << (*c - '0' + 1) * 1048576 << " 0 0\n";
+            f << "a 0 8388608 512 0\nf 0 8388608 0 0\n";
+        }
+        TorchTrace t;
+        std::string error;
+        REQUIRE(readTorchTrace(path, 0, &t, &error));
+        return t;
+    };
+    const TorchTrace a = read(2, "201"), b = read(4, "120");
+    REQUIRE(a.actions.size() == 8);
+    for (size_t i = 3; i < 6; ++i)
+        CHECK((!a.actions[i].alloc && a.actions[i].index == i - 3 && b.actions[i].index == i - 3));
+    CHECK((a.actions[6].alloc && !a.actions[7].alloc && a.actions[7].index == 3));
+    const ScaledTrace s = scaled({{2, a}, {4, b}});
+    CHECK(s.bytesAt(0, 10) == 10000);
+    std::remove(path);
+}
+
 TEST_CASE("replay: fit's answer from its traced runs, checked against their allocated peaks", "[replay]")
 {
     std::vector<FitTrial> trials(3);

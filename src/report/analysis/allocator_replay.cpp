@@ -220,6 +220,19 @@ bool readTorchTrace(const std::string& path, int64_t device, TorchTrace* out, st
             }
         }
     }
+    // Frees with no allocation between them in one order: the order the program drops a
+    // burst of tensors in can follow their addresses (a set, a dict of grads) and so differ
+    // from run to run, and the allocator ends such a burst in the same state whatever its
+    // order (each free merges with its free neighbours; nothing is released on a free).
+    for (auto from = out->actions.begin(); from != out->actions.end();) {
+        if (from->alloc) {
+            ++from;
+            continue;
+        }
+        const auto to = std::find_if(from, out->actions.end(), [](const TorchTrace::Action& a) { return a.alloc; });
+        std::sort(from, to, [](const TorchTrace::Action& a, const TorchTrace::Action& b) { return a.index < b.index; });
+        from = to;
+    }
     return true;
 }
 
