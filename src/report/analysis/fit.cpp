@@ -317,8 +317,9 @@ ReplayOutcome replayPrediction(const FitPrediction& p, const std::vector<std::pa
     std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     ScaledTrace scaled;
     size_t from = 0;
-    for (std::string why; from + 2 <= runs.size(); ++from) {
-        if (alignTraces({runs.begin() + long(from), runs.end()}, &scaled, from ? &why : &o.why))
+    // Where none aligns, the two largest runs' difference is the one said: the last tried.
+    for (; from + 2 <= runs.size(); ++from) {
+        if (alignTraces({runs.begin() + long(from), runs.end()}, &scaled, &o.why))
             break;
     }
     if (from + 2 > runs.size())
