@@ -479,7 +479,7 @@ def fit_replay(ctx):
         threads.append(th)
     for th in threads:
         th.join()
-    lines = ["| model | card | `fit` (replay) | peak model | edge by real runs (--verify) | error | replay | "
+    lines = ["| model | card | `fit` | peak model | edge by real runs (--verify) | error | replay | "
              "replay's peak error at --verify's sizes, max | fit | verify |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     misses = []
