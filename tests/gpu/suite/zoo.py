@@ -414,9 +414,10 @@ def verdict(rows):
 
 
 def table(rows):
-    lines = ["| model | card | truth: search (runs) | beside the ballast | `fit` | its error | peak error, mean / max "
-             "(sizes) | in sample, max | predicted size fits | fit | search | fit / search |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | card | truth: search (runs) | beside the ballast | `fit` | how | its error | peak error, mean / max "
+             "(sizes) | in sample, max | the replay's allocated peak at --verify's sizes, max | predicted size fits | fit | "
+             "search | fit / search |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         fit, search = r["fit"], r["search"]
         out, mean, worst = stats(r)
@@ -429,9 +430,16 @@ def table(rows):
         cells = [r["model"], f"{r['card_gib']} GiB", known,
                  str(ballast_truth) if ballast_truth is not None else "not run",
                  str(p) if p is not None else "refused",
+                 ("replay" if fit.get("method") == "allocator_replay" else
+                  f"peak model ({fit['replay_not_used']})" if fit.get("replay_not_used") else "peak model")
+                 + (f", peak model {fit['largest_size_by_peak_model']}"
+                    if fit.get("method") == "allocator_replay" and fit.get("largest_size_by_peak_model") is not None else ""),
                  f"{(p - truth) / truth:+.1%}" if p is not None else "—",
                  f"{mean:.2%} / {worst:.2%} ({len(out)})" if mean is not None else "—",
                  f"{max(fitted):.2%}" if fitted else "—",
+                 f"{max(replayed):.2%} ({len(replayed)})" if (replayed := [abs(x["replay_relative"]) for x in
+                                                                          fit.get("verify") or [] if "replay_relative" in x])
+                 else "—",
                  (("yes" if v.get(p) else "NO") + (f" ({p + 1} too)" if v.get(p + 1) else "")) if p is not None else "—",
                  f"{fit['seconds']:.0f} s", f"{search['seconds']:.0f} s", f"{fit['seconds'] / search['seconds']:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
