@@ -250,8 +250,10 @@ def test_pytorch_needs_what_it_allocates_not_what_it_caches(build, tmp_path):
     out = json.loads(p.stdout)
     assert out["torch_need"] == "allocated_peak"
     assert out["largest_size"] == 28, out
-    # The program allocates n tensors at size n: the traces do not align, the peak model answers.
+    # The program allocates n tensors at size n: the traces do not align, not even after one more
+    # run for the replay (16), and the peak model answers.
     assert out["method"] == "peak_model" and "actions differ" in out["replay_not_used"], out
+    assert out["rounds"] == [[1, 2, 4], [16]], out
     # The reserved peaks' line (100 + 50·n, headroom 25 MiB): 17.
     assert out["largest_size_by_tracked_peak"] == 17
     assert out["headroom_bytes"] == 50 * (1 << 20) // 2
@@ -291,6 +293,14 @@ def test_the_allocator_replay_counts_the_segment_a_small_block_strands(build, tm
     ws = json.loads(fit(build, tmp_path / "ws", "--format", "json", command=("{}", "strands", "workspace"),
                         program=program, PYTHONPATH=torch_path).stdout)
     assert ws["method"] == "allocator_replay" and ws["largest_size"] == 8 and ws["replay"]["runs"] == 2, ws
+    # Runs whose traces align in no two of 1, 2 and 4 (the smallest sizes' own paths) on a line:
+    # one more round, a run at 16, for the replay to scale from 4 and 16: 20 + 120·n MiB reserved
+    # in 4 GiB less the context: 33 (the peak model alone: 19, where fit stopped before).
+    sp = json.loads(fit(build, tmp_path / "sp", "--format", "json", command=("{}", "strands", "smallpaths"),
+                        program=program, PYTHONPATH=torch_path, FAKECUDA_CAPACITY="4GiB").stdout)
+    assert sp["rounds"] == [[1, 2, 4], [16]], sp
+    assert sp["method"] == "allocator_replay" and sp["replay"]["runs"] == 2 and sp["largest_size"] == 33, sp
+    assert sp["largest_size_by_peak_model"] == 19, sp
     # A PyTorch that does not record its history: the adapter says so in the run's output and
     # stays attached (the steps' allocated peaks still come); the peak model answers.
     none = fit(build, tmp_path / "none", "--format", "json", command=("{}", "strands"), program=program,

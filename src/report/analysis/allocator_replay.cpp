@@ -262,7 +262,8 @@ bool alignTraces(const std::vector<std::pair<uint64_t, const TorchTrace*>>& runs
         if (a.size() != last.size()) {
             *why = "the allocator's actions differ: " + std::to_string(a.size()) + " at size " + std::to_string(n) + ", " +
                    std::to_string(last.size()) + " at size " + std::to_string(runs.back().first) +
-                   " (a library that picks its algorithm by size allocates other workspaces: cuDNN's convolutions)";
+                   " (a small size takes paths of its own, or a library picks its algorithm, with other"
+                   " workspaces, by size: cuDNN's convolutions)";
             return false;
         }
         for (size_t i = 0; i < a.size(); ++i) {

@@ -17,7 +17,10 @@ Per row (a model of scenarios/fit_trial.py and a card):
 The rows run side by side while the card has room for their limits (a row holds at most its
 card: fit's runs together stay within it, the search and --verify run one at a time); each
 process is rehearsed on its own, so the answers do not depend on what runs beside it. Their
-times do (contention for the GPU and CPUs): fit and its search shared the same conditions.
+times do (contention for the GPU and CPUs), so the rows' `fit` commands take turns: a fit's
+round runs up to three programs at once beside the other rows' searches, as a search's run
+does beside the others' (three rows' fits at once had nine programs starting together: GPT-2
+with checkpointing's first round took 23 s there, its second 15 s, a search's run 15.5 s).
 
 Runnable alone: tests/gpu/run_all.sh PREFIX OUT fit_zoo. OOMSCOPE_ZOO_ROWS=MODEL:CARD,... picks
 rows (default: ROWS); OOMSCOPE_ZOO_DEADLINE (seconds, default 560): no row starts, and no
@@ -99,6 +102,8 @@ class Budget:
 # When the rows' runs stop (monotonic seconds), so that the ballast has the GPU alone before the
 # zoo's deadline: a row cut by it is said, and what it had (fit's answer) kept.
 ROWS_END = [float("inf")]
+# One row's `fit` at a time (the module's docstring says why).
+FIT_TURN = threading.Lock()
 
 
 def left():
@@ -182,7 +187,8 @@ def row_search(ctx, out, model, card, start=2):
 def row(ctx, model, card):
     out = ctx.dir(os.path.join("fit_zoo", f"{model}-{card}"))
     result = {"model": model, "card_gib": card, "steps": STEPS}
-    fit = row_fit(ctx, out, model, card)
+    with FIT_TURN:
+        fit = row_fit(ctx, out, model, card)
     result["fit"] = {k: fit.get(k) for k in ("status", "largest_size", "seconds", "wall_seconds", "rounds", "rerun_alone",
                                             "refused", "verify", "verify_seconds", "verified_largest_size", "largest_measured_size",
                                             "context_bytes", "model", "predicted_bytes", "headroom_bytes", "method",

@@ -8,7 +8,9 @@ tensors one of 40 MiB·SIZE (its logits), the largest segment and more than a te
 batch's do: per step activations of 100 MiB·SIZE, logits of 10 MiB·SIZE freed, then a 3 MiB
 tensor kept, which the allocator puts in the logits' free block: the next step's logits need a
 new segment beside that one (20 + 120·SIZE MiB reserved at once; 23 + 110·SIZE allocated);
-`strands workspace` the same with one more allocation at size 1.
+`strands workspace` the same with one more allocation at size 1; `strands smallpaths` with two
+more at size 1 and one at size 2 (the smallest sizes' paths of their own: 1, 2 and 4 align in no
+two runs, 4 and any larger do).
 Exits 3 on torch.cuda.OutOfMemoryError."""
 import sys
 
@@ -20,6 +22,9 @@ logits = sys.argv[2:] == ["logits"]
 if sys.argv[2:3] == ["strands"]:
     if sys.argv[3:] == ["workspace"] and size == 1:
         torch.empty(MiB)  # dropped at once: a library's workspace at the smallest size only: its actions differ
+    if sys.argv[3:] == ["smallpaths"]:
+        for _ in range({1: 2, 2: 1}.get(size, 0)):
+            torch.empty(MiB)  # dropped at once
     params = [torch.nn.Parameter(torch.empty(10 * MiB)) for _ in range(2)]
     optimizer = torch.optim.SGD(params, lr=0.1)  # its steps carry PyTorch's allocated peak
     kept = []

@@ -9,7 +9,8 @@
 // 4), then, where they predict 8x the largest run or more, those of an eighth and a quarter of
 // that size above it, so that the answer is extrapolated 4x at most (8x from one round: a
 // trial's start dominates a short program, GPT-2's 12 to 20 s; a second round below that only
-// where the runs are no line). The runs of a round go at the same time when
+// where the runs are no line, or where PyTorch's traces align in no two of them: then one run
+// at four times the largest, for the allocator's replay). The runs of a round go at the same time when
 // the device has room for all of them (their peaks bounded from the runs before, with a
 // quarter to spare); one that runs out of memory beside others is run again alone.
 #include "command.h"
@@ -109,6 +110,9 @@ private:
     std::optional<uint64_t> verifyEdge(report::FitPrediction& p);
     // The traces of the fitting runs replayed (report::replayPrediction), the answer the replay's where used.
     void replayTraces(const std::vector<const FitTrial*>& fitting, report::FitPrediction* p) const;
+    // Whether every run traced PyTorch's allocator (usable traces) and no two of them, from any
+    // size up, align: the replay would then answer from a larger run, not from these.
+    bool replayWantsLargerRun(const report::FitPrediction& sofar, const std::vector<FitTrial>& trials) const;
 
     CLI::App* m_app = nullptr;
     std::string m_sizes;  // empty: chosen as the runs go
@@ -325,6 +329,17 @@ int FitCommand::run()
                 next = {largest / 8, largest / 4};
             else if (!line)
                 next = {2 * ran, 4 * ran};
+            else if (replayWantsLargerRun(sofar, trials)) {
+                // A line, but PyTorch's traces align in no two runs: the smallest sizes take
+                // paths of their own (GPT-2 at batch 1 needs no contiguous copy of its labels;
+                // at 2, other kernels' scratch), so one run at four times the largest, or
+                // twice where that is past the answer, for the replay to scale from.
+                for (const uint64_t n : {4 * ran, 2 * ran})
+                    if (n < largest) {
+                        next = {n};
+                        break;
+                    }
+            }
             for (uint64_t n : next)
                 if (n > ran && n < largest && (rest.empty() || n > rest.back()))
                     rest.push_back(n);
@@ -386,6 +401,34 @@ std::optional<uint64_t> FitCommand::verifyEdge(report::FitPrediction& p)
         (t.fits ? good : bad) = t.size;
     }
     return good;
+}
+
+bool FitCommand::replayWantsLargerRun(const report::FitPrediction& sofar, const std::vector<FitTrial>& trials) const
+{
+    std::vector<std::pair<uint64_t, report::TorchTrace>> traced;
+    for (const FitTrial& t : trials) {
+        if (!t.fits || std::count(sofar.leftOut.begin(), sofar.leftOut.end(), t.size))
+            continue;
+        report::TorchTrace trace;
+        std::string error;
+        if (t.torchTrace.empty() || !report::readTorchTrace(t.torchTrace, sofar.device, &trace, &error) ||
+            !trace.unusable.empty())
+            return false;  // no replay whatever runs: not worth a round
+        traced.emplace_back(t.size, std::move(trace));
+    }
+    if (traced.size() < 2)
+        return false;
+    std::sort(traced.begin(), traced.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::pair<uint64_t, const report::TorchTrace*>> runs;
+    for (const auto& [n, trace] : traced)
+        runs.emplace_back(n, &trace);
+    for (size_t from = 0; from + 2 <= runs.size(); ++from) {
+        report::ScaledTrace scaled;
+        std::string why;
+        if (report::alignTraces({runs.begin() + long(from), runs.end()}, &scaled, &why))
+            return false;
+    }
+    return true;
 }
 
 // Where PyTorch traced its allocator, the answer is the replay's: the memory its segments
