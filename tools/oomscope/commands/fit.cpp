@@ -331,9 +331,10 @@ int FitCommand::run()
                 next = {2 * ran, 4 * ran};
             else if (replayWantsLargerRun(sofar, trials)) {
                 // A line, but PyTorch's traces align in no two runs: the smallest sizes take
-                // paths of their own (GPT-2 at batch 1 needs no contiguous copy of its labels;
-                // at 2, other kernels' scratch), so one run at four times the largest, or
-                // twice where that is past the answer, for the replay to scale from.
+                // paths of their own (GPT-2 to batch 2, 2048 token ids: the embedding's backward
+                // sorts none up to 3072; at 1 its shifted labels need no copy), so one run at
+                // four times the largest, or twice where that is past the answer, for the
+                // replay to scale from.
                 for (const uint64_t n : {4 * ran, 2 * ran})
                     if (n < largest) {
                         next = {n};
