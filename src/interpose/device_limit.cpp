@@ -11,6 +11,7 @@
 #include "track/live_counters.h"
 #include "track/recorder.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -46,7 +47,8 @@ const Limits& limits()
 // Per device: the context's bytes (measured once: what the process holds beyond its tracked
 // memory), and whether the limit is in force (a limit above the device's memory is said once
 // and dropped).
-std::atomic<int64_t> g_residue[kDevices];  // the context's bytes, once measured
+std::atomic<int64_t> g_residue[kDevices];       // the context's bytes, once measured
+std::atomic<int64_t> g_firstResidue[kDevices];  // as measured at the first allocation
 std::atomic<uint8_t> g_state[kDevices];    // 0 unmeasured, 1 in force, 2 dropped
 
 bool driverInfo(size_t* free, size_t* total)
@@ -76,6 +78,7 @@ bool inForce(int device)
         const std::optional<uint64_t> own = processDeviceBytes(deviceUuid(device));
         const uint64_t used = own ? *own : total - free, held = tracked(device);
         g_residue[device].store(int64_t(used > held ? used - held : 0), std::memory_order_relaxed);
+        g_firstResidue[device].store(g_residue[device].load(std::memory_order_relaxed), std::memory_order_relaxed);
         uint8_t expected = 0;
         const uint8_t next = limits().bytes[device] > total ? 2 : 1;
         if (g_state[device].compare_exchange_strong(expected, next) && next == 2)
@@ -90,6 +93,29 @@ bool inForce(int device)
 uint64_t used(int device)
 {
     return tracked(device) + uint64_t(g_residue[device].load(std::memory_order_relaxed));
+}
+
+// Within this much of the limit, the context is measured again before each answer: it grows
+// after the first allocation (kernels loaded lazily, cuBLAS's and cuDNN's handles: 42 to 112
+// MiB by the end of a PyTorch run on the H100), and a card of the limit's size holds that too.
+constexpr uint64_t kRemeasureWithin = uint64_t(256) << 20;
+
+// Near the limit: the context again, where the driver lists the process's own memory (the
+// device's used memory would count other processes that came since). Never less than the
+// first measure (the context does not shrink; a block another thread is between freeing and
+// allocating skews one measure, which the next one mends).
+void remeasureNear(int device, uint64_t request)
+{
+    const uint64_t limit = limits().bytes[device];
+    if (used(device) + request + kRemeasureWithin <= limit)
+        return;
+    const std::optional<uint64_t> own = processDeviceBytes(deviceUuid(device));
+    if (!own)
+        return;
+    const uint64_t held = tracked(device);
+    const int64_t residue = int64_t(*own > held ? *own - held : 0);
+    g_residue[device].store(std::max(residue, g_firstResidue[device].load(std::memory_order_relaxed)),
+                            std::memory_order_relaxed);
 }
 
 } // namespace
@@ -108,6 +134,7 @@ bool deviceLimitRefuses(int device, uint64_t request) noexcept
 {
     if (!inForce(device))
         return false;
+    remeasureNear(device, request);
     return used(device) + request > limits().bytes[device];
 }
 
@@ -115,6 +142,7 @@ void deviceLimitAdjust(int device, size_t* free, size_t* total) noexcept
 {
     if (!free || !total || !inForce(device))
         return;
+    remeasureNear(device, 0);
     const uint64_t limit = limits().bytes[device], now = used(device);
     const uint64_t left = now < limit ? limit - now : 0;
     *total = size_t(limit);

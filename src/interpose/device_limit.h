@@ -4,7 +4,9 @@
 // card would. "The process" is what it holds as the driver counts it: the tracked device
 // bytes plus the context's own (measured at the first allocation on the device: the driver's
 // used bytes then, before any tracked memory, which counts other processes on the device
-// too). Pinned host and managed memory never count and are never refused.
+// too; and again before each allocation within 256 MiB of the limit, where the driver lists
+// the process's own memory: the context grows after the first allocation, kernels loaded
+// lazily). Pinned host and managed memory never count and are never refused.
 //
 // Threading: any thread; the check is not a reservation (two threads racing for the last
 // bytes may both pass, as both would on the real card).

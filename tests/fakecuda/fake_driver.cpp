@@ -5,6 +5,9 @@
 //   FAKECUDA_CAPACITY        bytes per device (1GiB, 512MiB, …; default 1GiB)
 //   FAKECUDA_DEVICES         number of devices (default 1)
 //   FAKECUDA_CONTEXT_BYTES   memory a primary context takes (default 32MiB): the "untracked" part
+//   FAKECUDA_CONTEXT_GROWTH  SIZE@N: the context takes SIZE more after the process's N-th device
+//                            allocation (as kernels loaded lazily and library handles make a
+//                            real one grow after the first allocation)
 //   FAKECUDA_OTHER_PROCESS_BYTES  memory another process holds on each device (default 0): in
 //                            the free memory the driver reports, not in this process's (the
 //                            fake NVML, fake_nvml.cpp, lists both)
@@ -27,6 +30,7 @@
 #include <mutex>
 #include <new>
 #include <pthread.h>
+#include <string>
 #include <sys/mman.h>
 #include <vector>
 
@@ -95,6 +99,7 @@ struct State {
     std::mutex mutex;
     bool initialized = false;
     uint64_t contextBytes = 0;
+    uint64_t growthBytes = 0, growthAt = 0, deviceAllocations = 0;  // FAKECUDA_CONTEXT_GROWTH
     std::vector<Device> devices;
     std::map<uint64_t, Allocation> allocations;
     std::map<CUmemGenericAllocationHandle, PhysicalHandle> handles;
@@ -128,6 +133,15 @@ State& state()
         pthread_atfork(forkPrepare, forkParent, forkChild);
         const int count = std::max(1, int(envSize("FAKECUDA_DEVICES", 1)));
         st->contextBytes = envSize("FAKECUDA_CONTEXT_BYTES", 32ull << 20);
+        if (const char* g = std::getenv("FAKECUDA_CONTEXT_GROWTH"); g && std::strchr(g, '@')) {
+            const std::string text(g);
+            const size_t at = text.find('@');
+            uint64_t bytes = 0;
+            if (oomscope::common::parseSize(text.substr(0, at).c_str(), &bytes)) {
+                st->growthBytes = bytes;
+                st->growthAt = std::strtoull(text.c_str() + at + 1, nullptr, 10);
+            }
+        }
         st->devices.resize(size_t(count));
         for (int i = 0; i < count; ++i) {
             st->devices[size_t(i)].capacity = envSize("FAKECUDA_CAPACITY", 1ull << 30);
@@ -243,7 +257,12 @@ CUresult deviceAlloc(uint64_t* out, size_t bytes, Kind kind)
     if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
     const uint64_t charge = kind == Kind::Device ? roundUp(bytes, 256) : 0;
-    return allocateLocked(s, ctx->device, bytes, charge, kind, nullptr, out);
+    const CUresult rc = allocateLocked(s, ctx->device, bytes, charge, kind, nullptr, out);
+    if (rc == CUDA_SUCCESS && kind == Kind::Device && s.growthBytes && ++s.deviceAllocations == s.growthAt) {
+        Device& d = s.devices[size_t(ctx->device)];  // the context grows, where the device has room
+        d.used += std::min(s.growthBytes, d.capacity - std::min(d.used, d.capacity));
+    }
+    return rc;
 }
 
 CUresult release(uint64_t ptr, bool host)

@@ -101,3 +101,21 @@ def test_bad_limits_are_refused(build, tmp_path):
     r = run_limited(build, tmp_path, "lots", mode="query")
     assert "OOMSCOPE_DEVICE_LIMIT=lots" in r.stderr
     assert lines(r.stdout)["runtime_info"] == [0, 992 * MiB, 1024 * MiB]
+
+
+def test_a_context_that_grows_after_the_first_allocation_counts_as_on_the_card(build, tmp_path):
+    # The context takes 16 MiB more after the first allocation (a real one loads kernels lazily
+    # and makes library handles: 42 to 112 MiB by the end of a PyTorch run): a real 256 MiB card
+    # has 8 MiB left after 200 MiB. The rehearsal measures the context again near its limit
+    # and says the same; a run beside a ballast (T5 at 76, GPT-2 at 26) fails as it does there.
+    grow = {"FAKECUDA_CONTEXT_GROWTH": "16MiB@1"}
+    real = t.run_oomscope(build.oomscope, [build.program("device_limit"), "fill"], str(tmp_path / "real"),
+                          env=dict(grow, FAKECUDA_CAPACITY="256MiB"))
+    assert lines(real.stdout)["cudaMalloc_rest"] == [0, 8 * MiB], real.stdout
+    r = run_limited(build, tmp_path / "limited", "256MiB", **grow)
+    got = lines(r.stdout)
+    assert got["cudaMalloc_rest"] == [0, 8 * MiB], r.stdout
+    assert got["cudaMalloc_1"] == [2] and got["cuMemAlloc_1"] == [2], r.stdout
+    # Without the driver's count of the process's own memory, the first measure stands.
+    r = run_limited(build, tmp_path / "no-nvml", "256MiB", FAKECUDA_NVML="0", **grow)
+    assert lines(r.stdout)["cudaMalloc_rest"] == [0, 24 * MiB], r.stdout
