@@ -53,3 +53,28 @@ def test_the_zoo_harness_on_the_fake_cuda(build, tmp_path):
     again = subprocess.run([sys.executable, "-m", "suite.zoo", "table", str(out)], capture_output=True, text=True,
                            cwd=GPU, timeout=60)
     assert again.returncode == 0 and again.stdout.startswith(table.strip()), again.stdout + again.stderr
+
+
+def test_an_edge_of_more_than_one_size_is_judged_below_its_first_failure():
+    # ResNet-50 with checkpointing under 24 GiB on the H100 (tests/gpu/fit_data/h100-3079961):
+    # --verify's walk found 624 training and 625 not, the search 664 training and 672 not. The
+    # answer 595 is judged against 624 (-4.6 %), not the search's 664 (-10.4 %), and the search
+    # cut above it by the deadline does not matter.
+    sys.path.insert(0, GPU)
+    try:
+        from suite import zoo
+    finally:
+        sys.path.remove(GPU)
+    with open(os.path.join(GPU, "fit_data", "h100-3079961", "resnet50-ckpt-24.json")) as f:
+        row = json.load(f)
+    assert zoo.safe_truth(row) == 624
+    assert "resnet50-ckpt" not in zoo.verdict([row]).replace("the bar holds on every row", "")
+    assert "every size to 624 trains, 625 does not" in zoo.table([row]) and "| -4.6% |" in zoo.table([row])
+    # Where every failure is above the search's truth, the edge is one size.
+    with open(os.path.join(GPU, "fit_data", "h100-3079961", "resnet50-accum-24.json")) as f:
+        one = json.load(f)
+    assert zoo.safe_truth(one) is None and "-3.6%" in zoo.table([one])
+    # An answer far below the first failure is still a miss.
+    row["fit"]["largest_size"] = 500
+    row["fit"]["verify"][0]["size"] = 500
+    assert "resnet50-ckpt: 500 is -19.9% from the truth 624" in zoo.verdict([row])
