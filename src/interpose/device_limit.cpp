@@ -50,6 +50,8 @@ const Limits& limits()
 std::atomic<int64_t> g_residue[kDevices];       // the context's bytes, once measured
 std::atomic<int64_t> g_firstResidue[kDevices];  // as measured at the first allocation
 std::atomic<uint8_t> g_state[kDevices];    // 0 unmeasured, 1 in force, 2 dropped
+std::atomic<int64_t> g_opsInFlight{0};     // LimitOpScope: allocations and frees not yet recorded
+std::atomic<uint64_t> g_opsBegun{0};
 
 bool driverInfo(size_t* free, size_t* total)
 {
@@ -109,10 +111,17 @@ void remeasureNear(int device, uint64_t request)
     const uint64_t limit = limits().bytes[device];
     if (used(device) + request + kRemeasureWithin <= limit)
         return;
+    // Only where no allocation or free of another thread is between the driver and the record,
+    // from before the driver's count to after the tracked bytes are read.
+    const uint64_t begun = g_opsBegun.load(std::memory_order_acquire);
+    if (g_opsInFlight.load(std::memory_order_acquire) != 0)
+        return;
     const std::optional<uint64_t> own = processDeviceBytes(deviceUuid(device));
     if (!own)
         return;
     const uint64_t held = tracked(device);
+    if (g_opsInFlight.load(std::memory_order_acquire) != 0 || g_opsBegun.load(std::memory_order_acquire) != begun)
+        return;
     const int64_t residue = int64_t(*own > held ? *own - held : 0);
     g_residue[device].store(std::max(residue, g_firstResidue[device].load(std::memory_order_relaxed)),
                             std::memory_order_relaxed);
@@ -127,7 +136,9 @@ bool parseDeviceLimits(const char* text, uint64_t* out, int max) noexcept
 
 bool deviceLimitOn() noexcept
 {
-    return limits().on;
+    const bool on = limits().on;
+    detail::g_limitOn.store(on ? 1 : 0, std::memory_order_relaxed);
+    return on;
 }
 
 bool deviceLimitRefuses(int device, uint64_t request) noexcept
@@ -148,6 +159,23 @@ void deviceLimitAdjust(int device, size_t* free, size_t* total) noexcept
     *total = size_t(limit);
     *free = size_t(left < *free ? left : *free);
 }
+
+namespace detail {
+
+std::atomic<int8_t> g_limitOn{-1};
+
+void limitOpBegin() noexcept
+{
+    g_opsBegun.fetch_add(1, std::memory_order_acq_rel);
+    g_opsInFlight.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void limitOpEnd() noexcept
+{
+    g_opsInFlight.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+} // namespace detail
 
 uint64_t deviceLimitOf(int device) noexcept
 {

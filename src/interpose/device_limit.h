@@ -12,6 +12,7 @@
 // bytes may both pass, as both would on the real card).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -24,6 +25,19 @@ bool parseDeviceLimits(const char* text, uint64_t* limits, int max) noexcept;
 // True while OOMSCOPE_DEVICE_LIMIT is set (read once), whatever the device.
 bool deviceLimitOn() noexcept;
 
+namespace detail {
+extern std::atomic<int8_t> g_limitOn;  // deviceLimitOn() once read: 0 or 1; -1 before
+void limitOpBegin() noexcept;
+void limitOpEnd() noexcept;
+} // namespace detail
+
+// deviceLimitOn() for the hooks' path: one load once it has been read.
+inline bool deviceLimitOnFast() noexcept
+{
+    const int8_t on = detail::g_limitOn.load(std::memory_order_relaxed);
+    return on >= 0 ? on != 0 : deviceLimitOn();
+}
+
 // Whether an allocation of `request` bytes on `device` must fail (the limit would be passed).
 bool deviceLimitRefuses(int device, uint64_t request) noexcept;
 
@@ -33,5 +47,27 @@ void deviceLimitAdjust(int device, size_t* free, size_t* total) noexcept;
 
 // The limit of device, 0 for none (the report says the run was rehearsed).
 uint64_t deviceLimitOf(int device) noexcept;
+
+// Held by a hook across an allocation's or a free's real call and its record, under a limit:
+// while one is, the driver's count of the process's memory and the tracked bytes disagree by
+// it, and the context is not measured again (a refusal the real card would not make).
+class LimitOpScope {
+public:
+    LimitOpScope() noexcept : m_on(deviceLimitOnFast())
+    {
+        if (__builtin_expect(m_on, 0))
+            detail::limitOpBegin();
+    }
+    ~LimitOpScope()
+    {
+        if (__builtin_expect(m_on, 0))
+            detail::limitOpEnd();
+    }
+    LimitOpScope(const LimitOpScope&) = delete;
+    LimitOpScope& operator=(const LimitOpScope&) = delete;
+
+private:
+    bool m_on;
+};
 
 } // namespace oomscope::interpose

@@ -4,6 +4,8 @@
 #include "interpose/recording.h"
 #include "interpose/hooks.h"
 
+#include <optional>
+
 using oomscope::interpose::allocHook;
 using oomscope::interpose::freeHook;
 using oomscope::interpose::HookId;
@@ -156,9 +158,12 @@ OOMSCOPE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
     oi::HookScope scope;
     auto* recording = recordingRecorder(scope);
     const bool onDevice = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
-    const CUresult rc = recording && onDevice && oi::deviceLimitOn() && oi::deviceLimitRefuses(prop->location.id, size)
-                            ? CUDA_ERROR_OUT_OF_MEMORY  // rehearsing a smaller card (device_limit.h)
-                            : real(handle, size, prop, flags);
+    const bool refused = recording && onDevice && oi::deviceLimitOn() && oi::deviceLimitRefuses(prop->location.id, size);
+    std::optional<oi::LimitOpScope> inFlight;  // to the record (device_limit.h)
+    if (recording && !refused)
+        inFlight.emplace();
+    const CUresult rc = refused ? CUDA_ERROR_OUT_OF_MEMORY  // rehearsing a smaller card (device_limit.h)
+                                : real(handle, size, prop, flags);
     if (auto* r = recording) {
         oomscope::track::Allocation rec;
         rec.api = oi::apiOf(HookId::cuMemCreate);
@@ -185,8 +190,11 @@ OOMSCOPE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     if (!real)
         return oi::unresolvedResult<CUresult>();
     oi::HookScope scope;
-    if (auto* r = recordingRecorder(scope))
-        r->recordVmmRelease(oi::apiOf(HookId::cuMemRelease), uint64_t(handle));
+    auto* r = recordingRecorder(scope);
+    if (!r)
+        return real(handle);
+    oi::LimitOpScope inFlight;  // from the record to the driver (device_limit.h)
+    r->recordVmmRelease(oi::apiOf(HookId::cuMemRelease), uint64_t(handle));
     return real(handle);
 }
 

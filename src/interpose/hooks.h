@@ -147,11 +147,12 @@ inline auto allocHook(track::MemKind kind, uint64_t requested, uint64_t stream, 
     HookScope scope;
     if (!scope.recording())
         return real(args...);
-    if (__builtin_expect(deviceLimitOn(), 0) && kind == track::MemKind::Device &&
+    if (__builtin_expect(deviceLimitOnFast(), 0) && kind == track::MemKind::Device &&
         deviceLimitRefuses(currentDevice(kHooks[size_t(H)].family), requested)) {
         afterAlloc(H, kind, 2, 0, 0, requested, stream);  // the API's own out-of-memory error
         return static_cast<R>(2);
     }
+    LimitOpScope inFlight;  // to the record (device_limit.h)
     const R rc = real(args...);
     uint64_t address = 0, size = requested;
     if (static_cast<int>(rc) == 0)
@@ -168,8 +169,10 @@ inline auto freeHook(uint64_t address, uint64_t stream, Args... args)
     if (__builtin_expect(!real, 0))
         return unresolvedResult<R>();
     HookScope scope;
-    if (scope.recording() && address != 0)
-        beforeFree(H, address, stream);
+    if (!scope.recording() || address == 0)
+        return real(args...);
+    LimitOpScope inFlight;  // from the record to the driver (device_limit.h)
+    beforeFree(H, address, stream);
     return real(args...);
 }
 
