@@ -44,9 +44,9 @@ const Limits& limits()
     return *l;
 }
 
-// Per device: the context's bytes (measured once: what the process holds beyond its tracked
-// memory), and whether the limit is in force (a limit above the device's memory is said once
-// and dropped).
+// Per device: the context's bytes (what the process holds beyond its tracked memory: measured
+// at the first allocation, and again near the limit), and whether the limit is in force (a
+// limit above the device's memory is said once and dropped).
 std::atomic<int64_t> g_residue[kDevices];       // the context's bytes, once measured
 std::atomic<int64_t> g_firstResidue[kDevices];  // as measured at the first allocation
 std::atomic<uint8_t> g_state[kDevices];    // 0 unmeasured, 1 in force, 2 dropped
@@ -104,8 +104,7 @@ constexpr uint64_t kRemeasureWithin = uint64_t(256) << 20;
 
 // Near the limit: the context again, where the driver lists the process's own memory (the
 // device's used memory would count other processes that came since). Never less than the
-// first measure (the context does not shrink; a block another thread is between freeing and
-// allocating skews one measure, which the next one mends).
+// first measure: the context does not shrink.
 void remeasureNear(int device, uint64_t request)
 {
     const uint64_t limit = limits().bytes[device];
