@@ -309,6 +309,15 @@ bool alignTraces(const std::vector<std::pair<uint64_t, const TorchTrace*>>& runs
     return true;
 }
 
+size_t alignFromSmallest(const std::vector<std::pair<uint64_t, const TorchTrace*>>& runs, ScaledTrace* out,
+                         std::string* why)
+{
+    for (size_t from = 0; from + 2 <= runs.size(); ++from)
+        if (alignTraces({runs.begin() + long(from), runs.end()}, out, why))
+            return from;
+    return runs.size();
+}
+
 ReplayResult replay(const ScaledTrace& trace, uint64_t n, uint64_t limit)
 {
     CachingAllocatorModel model(limit);

@@ -46,6 +46,12 @@ struct ScaledTrace {
 };
 // false with *why where the runs' actions differ (counts, kinds, which allocation a free ends).
 bool alignTraces(const std::vector<std::pair<uint64_t, const TorchTrace*>>& runs, ScaledTrace* out, std::string* why);
+// The runs (sorted by size) from the smallest that aligns with all the larger ones, two at
+// least, aligned into *out: that run's index, or runs.size() where none does (*why: the two
+// largest runs' difference, the last tried). A library can pick another algorithm, with other
+// workspaces, past a size, and the smallest sizes take paths of their own.
+size_t alignFromSmallest(const std::vector<std::pair<uint64_t, const TorchTrace*>>& runs, ScaledTrace* out,
+                         std::string* why);
 
 // PyTorch's native caching allocator with its default settings (c10/cuda/CUDACachingAllocator
 // .cpp): requests rounded to 512 bytes; up to 1 MiB from 2 MiB segments of a small pool, the

@@ -311,18 +311,12 @@ ReplayOutcome replayPrediction(const FitPrediction& p, const std::vector<std::pa
         o.why = "PyTorch's allocator was not traced in two runs or more";
         return o;
     }
-    // The runs from the smallest that aligns with all the larger ones (two at least): a
-    // library can pick another algorithm, with other workspaces, past a size (cuDNN's
-    // heuristics), and the larger runs are the ones the answer is extrapolated from.
+    // The runs from the smallest that aligns with all the larger ones: the larger runs are the
+    // ones the answer is extrapolated from.
     std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     ScaledTrace scaled;
-    size_t from = 0;
-    // Where none aligns, the two largest runs' difference is the one said: the last tried.
-    for (; from + 2 <= runs.size(); ++from) {
-        if (alignTraces({runs.begin() + long(from), runs.end()}, &scaled, &o.why))
-            break;
-    }
-    if (from + 2 > runs.size())
+    const size_t from = alignFromSmallest(runs, &scaled, &o.why);
+    if (from == runs.size())
         return o;
     o.why.clear();
     if (std::none_of(scaled.slope.begin(), scaled.slope.end(), [](int64_t b) { return b > 0; })) {

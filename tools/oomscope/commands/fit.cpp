@@ -423,13 +423,9 @@ bool FitCommand::replayWantsLargerRun(const report::FitPrediction& sofar, const 
     std::vector<std::pair<uint64_t, const report::TorchTrace*>> runs;
     for (const auto& [n, trace] : traced)
         runs.emplace_back(n, &trace);
-    for (size_t from = 0; from + 2 <= runs.size(); ++from) {
-        report::ScaledTrace scaled;
-        std::string why;
-        if (report::alignTraces({runs.begin() + long(from), runs.end()}, &scaled, &why))
-            return false;
-    }
-    return true;
+    report::ScaledTrace scaled;
+    std::string why;
+    return report::alignFromSmallest(runs, &scaled, &why) == runs.size();
 }
 
 // Where PyTorch traced its allocator, the answer is the replay's: the memory its segments
